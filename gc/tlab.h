@@ -1,0 +1,44 @@
+// A thread-local allocation buffer: the bump-pointer region one mutator
+// allocates from without synchronisation.
+//
+//   start          top                 current_end            end
+//     |  allocated  |       free           |   free (sampling)   |
+//     +-------------+----------------------+---------------------+
+//
+// Invariants (CHECKed by the heap verifier):
+//   start <= top <= current_end <= end
+//   current_end == end whenever no sample point falls inside [top, end)
+//   [top, end) is zero-filled, so the fast path never clears a body.
+//
+// The inline fast path (gc/allocator.h, and the JIT's copy of it) compares a
+// bumped `top` against `current_end` only. Every reason to leave the fast path
+// (the TLAB is full, a sample point is due, a safepoint wants the TLAB
+// retired) is expressed by lowering `current_end`; the slow path recomputes
+// it every time it runs. A fresh TLAB is all zeros, so a thread's first
+// allocation takes the slow path with no special case.
+#ifndef MINIVM_GC_TLAB_H_
+#define MINIVM_GC_TLAB_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace minivm::gc {
+
+struct Tlab {
+  uintptr_t top = 0;          // offset 0: next free byte
+  uintptr_t current_end = 0;  // offset 8: the fast path's limit
+  uintptr_t end = 0;          // offset 16: real end of the buffer
+  uintptr_t start = 0;        // offset 24: first byte of the buffer
+
+  size_t used() const { return top - start; }
+  size_t free() const { return end - top; }
+};
+
+// The JIT emits loads and stores at these offsets; keep them fixed.
+static_assert(offsetof(Tlab, top) == 0);
+static_assert(offsetof(Tlab, current_end) == 8);
+static_assert(offsetof(Tlab, end) == 16);
+
+}  // namespace minivm::gc
+
+#endif  // MINIVM_GC_TLAB_H_

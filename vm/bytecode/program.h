@@ -1,0 +1,121 @@
+// A compiled program: classes, functions with their bytecode and line tables,
+// globals, and constants. Produced by the compiler (vm/compiler/compiler.h),
+// immutable afterwards except for the inline caches and tiering counters,
+// which are atomics written by the threads that run the code.
+#ifndef MINIVM_VM_BYTECODE_PROGRAM_H_
+#define MINIVM_VM_BYTECODE_PROGRAM_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "gc/object.h"
+
+namespace minivm {
+
+// A class: the collector's layout plus what the language knows about it.
+// Built-in classes (Array, Bytes, String, Thread) are Klasses too, owned by
+// the VM (vm/runtime/builtin_classes.h), so `obj->klass` identifies them.
+struct Klass : gc::ClassLayout {
+  std::string name;
+  std::vector<uint32_t> field_symbols;  // field i's name, as a symbol id
+  int index = -1;                       // in Program::classes; -1 for built-ins
+
+  // Field slot for a name, or -1.
+  int FieldIndex(uint32_t symbol) const {
+    for (size_t i = 0; i < field_symbols.size(); ++i) {
+      if (field_symbols[i] == symbol) return static_cast<int>(i);
+    }
+    return -1;
+  }
+};
+
+// Maps bytecode offsets to source lines. Entries are sorted by offset; an
+// offset's line is that of the last entry at or before it. Every offset of a
+// function has a line (the first entry is at offset 0).
+class LineTable {
+ public:
+  void Add(uint32_t offset, int line) {
+    if (!entries_.empty() && entries_.back().second == line) return;
+    if (!entries_.empty() && entries_.back().first == offset) {
+      entries_.back().second = line;
+      return;
+    }
+    entries_.emplace_back(offset, line);
+  }
+  int LineFor(uint32_t offset) const;
+  const std::vector<std::pair<uint32_t, int>>& entries() const { return entries_; }
+
+ private:
+  std::vector<std::pair<uint32_t, int>> entries_;
+};
+
+// An inline cache for GET_FIELD / SET_FIELD: the last klass seen and the
+// field's slot, packed into one word so that threads racing on it never see
+// a torn pair: bits 16..63 the Klass address, bits 0..15 the slot.
+class FieldCache {
+ public:
+  static uint64_t Pack(const Klass* k, int slot) {
+    return (reinterpret_cast<uint64_t>(k) << 16) | static_cast<uint16_t>(slot);
+  }
+  // The slot if `k` hits, else -1.
+  int Lookup(const Klass* k) const {
+    const uint64_t w = word_.load(std::memory_order_relaxed);
+    return (w >> 16) == reinterpret_cast<uint64_t>(k) ? static_cast<int>(w & 0xFFFF) : -1;
+  }
+  void Update(const Klass* k, int slot) {
+    word_.store(Pack(k, slot), std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<uint64_t> word_{0};
+};
+
+struct Function {
+  std::string name;
+  uint32_t index = 0;        // in Program::functions
+  uint16_t arity = 0;
+  uint16_t num_locals = 0;   // parameters included
+  uint16_t max_stack = 0;    // deepest operand stack the code reaches
+  int line = 0;              // of the `fn` keyword
+  std::vector<uint8_t> code;
+  LineTable lines;
+  // One per GET_FIELD/SET_FIELD site; the instruction's second operand indexes it.
+  std::unique_ptr<FieldCache[]> field_caches;
+  uint32_t num_field_caches = 0;
+};
+
+class SymbolTable {
+ public:
+  uint32_t Intern(const std::string& name) {
+    auto [it, inserted] = ids_.try_emplace(name, static_cast<uint32_t>(names_.size()));
+    if (inserted) names_.push_back(name);
+    return it->second;
+  }
+  const std::string& Name(uint32_t id) const { return names_[id]; }
+  size_t size() const { return names_.size(); }
+
+ private:
+  absl::flat_hash_map<std::string, uint32_t> ids_;
+  std::vector<std::string> names_;
+};
+
+struct Program {
+  std::string path;  // as given on the command line; used in messages and traces
+  std::vector<std::unique_ptr<Klass>> classes;
+  std::vector<std::unique_ptr<Function>> functions;
+  std::vector<std::string> global_names;
+  std::vector<std::string> string_constants;  // materialised as heap Strings at VM start
+  SymbolTable symbols;                        // field names
+  // Runs the global initialisers in source order; executed before main.
+  uint32_t init_function = 0;
+  uint32_t main_function = 0;
+};
+
+}  // namespace minivm
+
+#endif  // MINIVM_VM_BYTECODE_PROGRAM_H_

@@ -1,0 +1,2 @@
+// Placeholder until the runtime lands.
+int main() { return 0; }
