@@ -1,0 +1,154 @@
+#include "gc/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace minivm::gc {
+namespace {
+
+uint64_t SplitMix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+inline uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+}  // namespace
+
+void SamplerRandom::Seed(uint64_t seed) {
+  uint64_t sm = seed;
+  for (uint64_t& s : s_) s = SplitMix64(sm);
+}
+
+uint64_t SamplerRandom::Next() {
+  const uint64_t result = Rotl(s_[0] + s_[3], 23) + s_[0];
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = Rotl(s_[3], 45);
+  return result;
+}
+
+double SamplerRandom::NextOpenClosed() {
+  return static_cast<double>((Next() >> 11) + 1) * 0x1.0p-53;
+}
+
+double SamplerRandom::NextExponential(double mean) {
+  return -std::log(NextOpenClosed()) * mean;
+}
+
+uint64_t SamplerRandom::NextPoisson(double mean) {
+  if (!(mean > 0)) return 0;
+  if (mean < 16) {
+    // Count unit-rate exponential gaps that fit in `mean`.
+    uint64_t k = 0;
+    double t = -std::log(NextOpenClosed());
+    while (t < mean) {
+      ++k;
+      t -= std::log(NextOpenClosed());
+    }
+    return k;
+  }
+  // PTRS: Hormann, "The transformed rejection method for generating Poisson
+  // random variables", Insurance: Mathematics and Economics 12 (1993).
+  const double slam = std::sqrt(mean);
+  const double loglam = std::log(mean);
+  const double b = 0.931 + 2.53 * slam;
+  const double a = -0.059 + 0.02483 * b;
+  const double inv_alpha = 1.1239 + 1.1328 / (b - 3.4);
+  const double vr = 0.9277 - 3.6224 / (b - 2);
+  for (;;) {
+    const double u = NextOpenClosed() - 0.5;
+    const double v = NextOpenClosed();
+    const double us = 0.5 - std::fabs(u);
+    const double k = std::floor((2 * a / us + b) * u + mean + 0.43);
+    if (us >= 0.07 && v <= vr) return static_cast<uint64_t>(k);
+    if (k < 0 || (us < 0.013 && v > us)) continue;
+    if (std::log(v) + std::log(inv_alpha) - std::log(a / (us * us) + b) <=
+        -mean + k * loglam - std::lgamma(k + 1)) {
+      return static_cast<uint64_t>(k);
+    }
+  }
+}
+
+double SampleWeight(size_t size, int32_t interval) {
+  const double s = static_cast<double>(size);
+  if (interval <= 0) return s;
+  // size / (1 - exp(-size/interval)), with expm1 for small size/interval.
+  return s / -std::expm1(-s / static_cast<double>(interval));
+}
+
+void ThreadSampler::Seed(uint64_t vm_seed, uint64_t thread_index) {
+  // Distinct, decorrelated streams per thread: splitmix64 of a mix of both.
+  uint64_t mix = vm_seed ^ (thread_index * 0xD1B54A32D192ED03ull + 0x8CB92BA72F3D8DD7ull);
+  random_.Seed(SplitMix64(mix));
+}
+
+void ThreadSampler::Configure(bool enabled, int32_t interval, const Tlab& tlab) {
+  enabled_ = enabled;
+  interval_ = interval;
+  anchor_top_ = tlab.top;
+  r_ = (enabled && interval > 0) ? random_.NextExponential(interval) : 0;
+}
+
+void ThreadSampler::Sync(const Tlab& tlab) {
+  if (suspended_ == 0 && anchor_top_ != 0 && tlab.top >= anchor_top_) {
+    // Arm() guaranteed top <= anchor + floor(r), so r stays >= 0.
+    r_ -= static_cast<double>(tlab.top - anchor_top_);
+    if (r_ < 0) r_ = 0;
+  }
+  anchor_top_ = tlab.top;
+}
+
+void ThreadSampler::OnTlabRetired() { anchor_top_ = 0; }
+
+void ThreadSampler::OnTlabFilled(const Tlab& tlab) { anchor_top_ = tlab.top; }
+
+SampleDecision ThreadSampler::Account(size_t size, const Tlab& tlab) {
+  SampleDecision d;
+  anchor_top_ = tlab.top;
+  if (!enabled()) return d;
+  const double s = static_cast<double>(size);
+  if (interval_ == 0) {
+    d.sample_count = 1;
+    d.interval = 0;
+    d.weight = s;
+    return d;
+  }
+  if (s <= r_) {
+    r_ -= s;
+    return d;
+  }
+  // The first point lies r_ bytes into the object; count the rest in the
+  // remaining s - r_ bytes, then start a fresh gap at the object's end.
+  const double interval = static_cast<double>(interval_);
+  d.sample_count = 1 + random_.NextPoisson((s - r_) / interval);
+  d.interval = interval_;
+  d.weight = SampleWeight(size, interval_);
+  r_ = random_.NextExponential(interval);
+  return d;
+}
+
+void ThreadSampler::Arm(Tlab& tlab) const {
+  if (!enabled() || tlab.end == 0) {
+    tlab.current_end = tlab.end;
+    return;
+  }
+  // An object of size s contains the next point iff s > floor(r_) (design
+  // point 2); r_ is bounded (a few dozen intervals), so this cannot overflow.
+  const uintptr_t distance = static_cast<uintptr_t>(std::floor(r_));
+  tlab.current_end = std::min(tlab.end, tlab.top + distance);
+}
+
+void ThreadSampler::Resume(const Tlab& tlab) {
+  if (suspended_ > 0) --suspended_;
+  // Bytes allocated while suspended are not charged.
+  anchor_top_ = tlab.top;
+}
+
+}  // namespace minivm::gc

@@ -1,0 +1,156 @@
+// The heap sampler: which allocations are reported to agents, decided per
+// thread as a Poisson process over the bytes that thread allocates.
+//
+// Design
+// ------
+// 1. The process. Sample points fall on each thread's stream of allocated
+//    bytes as a Poisson process with mean gap `interval` bytes: gaps are
+//    Exponential(interval), continuous. An object occupying bytes [a, a+s) of
+//    the stream is sampled when one or more points fall inside it; it then
+//    carries n = the number of points inside (statmemprof's n_samples). So
+//    P(sampled) = 1 - exp(-s/I), E[n] = s/I, and an object's Horvitz-Thompson
+//    weight s / (1 - exp(-s/I)) is an unbiased estimate of the bytes it
+//    stands for. Interval 0 samples every allocation with n = 1, weight = s.
+//
+// 2. Integer boundaries make the TLAB test exact. The distance r (a double)
+//    from the current position to the next point decides everything: an
+//    object of integer size s contains the point iff s > r iff s > floor(r).
+//    So setting the TLAB's current_end to min(end, top + floor(r)) makes the
+//    unchanged fast path (top + s > current_end ?) fall into the slow path
+//    exactly when a sample is due, and never otherwise (except at the real
+//    end of the TLAB).
+//
+// 3. One source of truth (the JDK-8356372 lesson). The state is the pair
+//    (anchor_top, r): r is the distance to the next point measured from the
+//    TLAB address anchor_top. The fast path moves top without telling us, so
+//    every slow path first calls Sync(), which charges top - anchor_top to r
+//    and re-anchors at top. TLAB retirement syncs and drops the anchor; a new
+//    TLAB anchors at its start; bytes that never hold an object (the retired
+//    TLAB's tail) are never charged. Allocations outside any TLAB (large
+//    objects, objects bigger than the TLAB) are charged by Account() like any
+//    other, so there is no second counter to get out of step.
+//
+// 4. Memorylessness. When a point falls inside an object, the points after
+//    the first one within the object are counted with a Poisson draw and the
+//    next gap starts fresh at the object's end. Both steps are exact for a
+//    Poisson process, and the generator is consulted only when a sample
+//    happens, never on TLAB refills. Hence the sampled objects depend only on
+//    the sequence of object sizes and the seed, not on TLAB sizes, refills,
+//    or in-versus-outside-TLAB placement; tests check this exactly.
+//
+// 5. No first-allocation bias (JDK-8247615). A thread's state starts with a
+//    real draw, r ~ Exp(I), like every later gap; nothing is "due" at birth.
+//
+// 6. Re-arming. Enabling sampling or changing the interval redraws r for
+//    every thread (legal, by memorylessness) and re-arms its TLAB at a
+//    safepoint, so the change takes effect at each thread's next allocation,
+//    not when its TLAB happens to run out (the JDK-8264411 lesson).
+//
+// 7. Suspension. While a thread runs an agent callback its sampler is
+//    suspended: allocations are neither sampled nor charged, and r is kept,
+//    so callbacks cannot recurse into the sampler or shift the sample
+//    sequence of the program.
+//
+// 8. Randomness. Each thread owns a xoshiro256++ generator seeded with
+//    splitmix64 from (--seed, thread index): no shared state, no locks,
+//    reproducible runs. Abseil's generators are not used because they do not
+//    promise stable sequences across releases, and determinism is part of the
+//    contract. Exponential draws use -log(U) with 53-bit U in (0, 1].
+//
+// Rejected alternatives: a per-thread countdown decremented by the fast path
+// (costs the fast path; HotSpot's design, and ours, cost nothing when off);
+// Bernoulli-per-word (geometric) gaps (equivalent in the limit, but the
+// contract's weight formula is the continuous one); carrying a sample's
+// overshoot into the next gap (HotSpot v1; biased unless done exactly, and
+// unnecessary given point 4).
+#ifndef MINIVM_GC_SAMPLER_H_
+#define MINIVM_GC_SAMPLER_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gc/tlab.h"
+
+namespace minivm::gc {
+
+inline constexpr int32_t kDefaultSamplingInterval = 512 * 1024;
+
+// A small, fast, seedable generator (xoshiro256++), one per thread.
+class SamplerRandom {
+ public:
+  explicit SamplerRandom(uint64_t seed = 0) { Seed(seed); }
+  void Seed(uint64_t seed);
+  uint64_t Next();
+  // Uniform in (0, 1], 53 bits.
+  double NextOpenClosed();
+  // Exponential with the given mean.
+  double NextExponential(double mean);
+  // Poisson with the given mean (exact: gap counting below 16, then
+  // the PTRS transformed-rejection method).
+  uint64_t NextPoisson(double mean);
+
+ private:
+  uint64_t s_[4];
+};
+
+// What the sampler says about one allocation that a sample point hit.
+struct SampleDecision {
+  uint64_t sample_count = 0;  // points inside the object; 0 = not sampled
+  int32_t interval = 0;       // the mean interval the points were drawn with
+  double weight = 0;          // Horvitz-Thompson bytes this sample stands for
+};
+
+// Horvitz-Thompson weight of a sampled object: size / P(sampled).
+double SampleWeight(size_t size, int32_t interval);
+
+// Per-thread sampler state. Owned by the heap's per-mutator data; every
+// method is called by the owning thread, or by the collector while the owner
+// is stopped at a safepoint.
+class ThreadSampler {
+ public:
+  ThreadSampler() = default;
+
+  // Seeds the generator; call once when the thread attaches.
+  void Seed(uint64_t vm_seed, uint64_t thread_index);
+
+  // Turns sampling on (drawing a fresh gap) or off, with the given interval.
+  // Called at attach and at safepoints; follow with Arm().
+  void Configure(bool enabled, int32_t interval, const Tlab& tlab);
+
+  bool enabled() const { return enabled_ && suspended_ == 0; }
+  int32_t interval() const { return interval_; }
+
+  // Every slow path starts here: charges the bytes the fast path allocated
+  // since the last anchor.
+  void Sync(const Tlab& tlab);
+  // The TLAB is being retired (after Sync): drop the anchor.
+  void OnTlabRetired();
+  // A new TLAB was installed (top = start, before the object is placed).
+  void OnTlabFilled(const Tlab& tlab);
+
+  // Charges one allocation of `size` bytes that the slow path placed (in the
+  // TLAB, after bumping top, or outside it). Decides whether it is sampled.
+  SampleDecision Account(size_t size, const Tlab& tlab);
+
+  // Sets tlab.current_end for the next sample point (or to end when off).
+  void Arm(Tlab& tlab) const;
+
+  // Agent callbacks run suspended (design point 7). Nestable.
+  void Suspend() { ++suspended_; }
+  void Resume(const Tlab& tlab);
+
+  // Distance to the next sample point from the anchor; for tests.
+  double bytes_until_sample() const { return r_; }
+
+ private:
+  bool enabled_ = false;
+  int suspended_ = 0;
+  int32_t interval_ = kDefaultSamplingInterval;
+  double r_ = 0;             // bytes from anchor_top_ to the next point
+  uintptr_t anchor_top_ = 0;  // 0: no TLAB anchor
+  SamplerRandom random_;
+};
+
+}  // namespace minivm::gc
+
+#endif  // MINIVM_GC_SAMPLER_H_

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Builds and runs minivm's whole test suite:
+#   1. Release build, warnings as errors: unit tests, language tests, agent tests.
+#   2. ASan+UBSan build: the same suite.
+#   3. TSan build: the same suite (threaded tests included).
+#   4. The compiler fuzzer (libFuzzer, clang) for a bounded time.
+# Exits non-zero if anything fails. The last line totals every ctest run.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh || exit 1
+
+jobs=$(nproc)
+fuzz_seconds=${MINIVM_FUZZ_SECONDS:-120}
+status=0
+passed=0
+failed=0
+
+build() {  # build DIR [cmake args...]; BUILD_TARGET=name builds one target
+  local dir=$1
+  shift
+  cmake -S . -B "$dir" -DMINIVM_WERROR=ON "$@" >"$dir.configure.log" 2>&1 ||
+    { cat "$dir.configure.log"; return 1; }
+  cmake --build "$dir" -j"$jobs" ${BUILD_TARGET:+--target "$BUILD_TARGET"}
+}
+
+run_ctest() {  # run_ctest DIR [ctest args...]
+  local dir=$1
+  shift
+  local log
+  log=$(mktemp)
+  (cd "$dir" && ctest --output-on-failure -j"$jobs" "$@") 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  local line
+  line=$(grep -E '[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -1)
+  if [[ $line =~ ([0-9]+)\ tests?\ failed\ out\ of\ ([0-9]+) ]]; then
+    failed=$((failed + BASH_REMATCH[1]))
+    passed=$((passed + BASH_REMATCH[2] - BASH_REMATCH[1]))
+  else
+    failed=$((failed + 1))  # ctest itself did not run
+  fi
+  rm -f "$log"
+  [ "$rc" -eq 0 ] || status=1
+}
+
+
+echo "== [1/4] release build and tests"
+if build build -DCMAKE_BUILD_TYPE=Release; then run_ctest build; else status=1; failed=$((failed + 1)); fi
+
+echo "== [2/4] ASan+UBSan build and tests"
+if build build-asan -DCMAKE_BUILD_TYPE=Debug -DMINIVM_SANITIZE=address -DMINIVM_BUILD_BENCHMARKS=OFF; then
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_ctest build-asan
+else status=1; failed=$((failed + 1)); fi
+
+echo "== [3/4] TSan build and tests"
+if build build-tsan -DCMAKE_BUILD_TYPE=Debug -DMINIVM_SANITIZE=thread -DMINIVM_BUILD_BENCHMARKS=OFF; then
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest build-tsan
+else status=1; failed=$((failed + 1)); fi
+
+echo "== [4/4] compiler fuzzer, ${fuzz_seconds}s"
+if CC=clang CXX=clang++ BUILD_TARGET=compile_fuzzer build build-fuzz -DCMAKE_BUILD_TYPE=Debug \
+     -DMINIVM_FUZZ=ON -DMINIVM_BUILD_BENCHMARKS=OFF -DMINIVM_WERROR=OFF; then
+  corpus=$(mktemp -d)
+  if build-fuzz/tests/fuzz/compile_fuzzer -max_total_time="$fuzz_seconds" -print_final_stats=1 \
+       "$corpus" tests/fuzz/corpus >build-fuzz/fuzz.log 2>&1; then
+    passed=$((passed + 1))
+    echo "fuzzer: no crash in ${fuzz_seconds}s ($(grep -o 'stat::number_of_executed_units: *[0-9]*' build-fuzz/fuzz.log | grep -o '[0-9]*$') inputs)"
+  else
+    failed=$((failed + 1)); status=1
+    tail -40 build-fuzz/fuzz.log
+  fi
+  rm -rf "$corpus"
+else status=1; failed=$((failed + 1)); fi
+
+echo "suite: $passed passed, $failed failed"
+exit $status
