@@ -1,0 +1,128 @@
+#include "agent_api/agent_loader.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace minivm::agent {
+namespace {
+
+std::string ExecutableDirectory() {
+  char buf[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, static_cast<size_t>(n));
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+}  // namespace
+
+std::string DefaultAgentDirectory() {
+  if (const char* env = std::getenv("MINIVM_AGENT_PATH"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  const std::string exe_dir = ExecutableDirectory();
+  const std::string installed = exe_dir + "/../lib/minivm";
+  return Exists(installed) ? installed : exe_dir;
+}
+
+absl::StatusOr<AgentSpec> ParseAgentOption(std::string_view arg, std::string_view agent_dir) {
+  AgentSpec spec;
+  std::string_view rest;
+  bool is_lib = false;
+  if (absl::StartsWith(arg, "-agentpath:")) {
+    rest = arg.substr(11);
+  } else if (absl::StartsWith(arg, "-agentlib:")) {
+    rest = arg.substr(10);
+    is_lib = true;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("not an agent option: '", arg, "'"));
+  }
+  const size_t eq = rest.find('=');
+  std::string_view target = rest.substr(0, eq);
+  if (eq != std::string_view::npos) {
+    spec.options = std::string(rest.substr(eq + 1));
+    spec.has_options = true;
+  }
+  if (target.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", arg, "': missing ", is_lib ? "library name" : "library path"));
+  }
+  if (is_lib) {
+    if (target.find('/') != std::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", arg, "': -agentlib takes a name, not a path (use -agentpath)"));
+    }
+    spec.path = absl::StrCat(agent_dir, "/lib", target, ".so");
+  } else {
+    spec.path = std::string(target);
+  }
+  return spec;
+}
+
+absl::StatusOr<AgentLibrary> AgentLibrary::Open(const AgentSpec& spec) {
+  // A relative path without a slash would make dlopen search the library
+  // path; the user means a file relative to the current directory.
+  std::string path = spec.path;
+  if (path.find('/') == std::string::npos) path = "./" + path;
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    return absl::NotFoundError(
+        absl::StrCat("cannot load agent '", spec.path, "': ", why ? why : "unknown error"));
+  }
+  auto on_load = reinterpret_cast<OnLoadFn>(dlsym(handle, "Agent_OnLoad"));
+  if (on_load == nullptr) {
+    dlclose(handle);
+    return absl::NotFoundError(
+        absl::StrCat("agent '", spec.path, "' does not export Agent_OnLoad"));
+  }
+  auto on_unload = reinterpret_cast<OnUnloadFn>(dlsym(handle, "Agent_OnUnload"));
+  return AgentLibrary(spec, handle, on_load, on_unload);
+}
+
+AgentLibrary::AgentLibrary(AgentLibrary&& other) noexcept
+    : spec_(std::move(other.spec_)),
+      handle_(std::exchange(other.handle_, nullptr)),
+      on_load_(std::exchange(other.on_load_, nullptr)),
+      on_unload_(std::exchange(other.on_unload_, nullptr)),
+      options_buffer_(std::move(other.options_buffer_)) {}
+
+AgentLibrary& AgentLibrary::operator=(AgentLibrary&& other) noexcept {
+  spec_ = std::move(other.spec_);
+  handle_ = std::exchange(other.handle_, nullptr);
+  on_load_ = std::exchange(other.on_load_, nullptr);
+  on_unload_ = std::exchange(other.on_unload_, nullptr);
+  options_buffer_ = std::move(other.options_buffer_);
+  return *this;
+}
+
+AgentLibrary::~AgentLibrary() = default;
+
+absl::Status AgentLibrary::Load(vmtiVM* vm) {
+  // Agent_OnLoad takes a char*: JVMTI agents may tokenise it in place.
+  options_buffer_ = spec_.options;
+  char* options = spec_.has_options ? options_buffer_.data() : nullptr;
+  const vmtiInt rc = on_load_(vm, options, nullptr);
+  if (rc != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("agent '", spec_.path, "' failed to start: Agent_OnLoad returned ", rc));
+  }
+  return absl::OkStatus();
+}
+
+void AgentLibrary::Unload(vmtiVM* vm) {
+  if (on_unload_ != nullptr) on_unload_(vm);
+}
+
+}  // namespace minivm::agent

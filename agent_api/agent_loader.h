@@ -1,0 +1,66 @@
+// Loading agent libraries: -agentpath:<path>[=<options>] and
+// -agentlib:<name>[=<options>] (lib<name>.so in the VM's agent folder).
+#ifndef MINIVM_AGENT_API_AGENT_LOADER_H_
+#define MINIVM_AGENT_API_AGENT_LOADER_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "vmti/vmti.h"
+
+namespace minivm::agent {
+
+// One -agentpath/-agentlib option as written on the command line.
+struct AgentSpec {
+  std::string path;     // resolved library path
+  std::string options;  // text after '=', empty if none
+  bool has_options = false;
+};
+
+// Parses "-agentpath:<path>[=<opts>]" or "-agentlib:<name>[=<opts>]".
+// `agent_dir` is where -agentlib looks. Errors name the option.
+absl::StatusOr<AgentSpec> ParseAgentOption(std::string_view arg, std::string_view agent_dir);
+
+// The folder -agentlib searches: the MINIVM_AGENT_PATH environment variable
+// if set, else `<dir of the minivm executable>/../lib/minivm`, and the
+// executable's own folder as a fallback for build trees.
+std::string DefaultAgentDirectory();
+
+// A loaded library with its entry points.
+class AgentLibrary {
+ public:
+  using OnLoadFn = vmtiInt (*)(vmtiVM*, char*, void*);
+  using OnUnloadFn = void (*)(vmtiVM*);
+
+  // dlopen + dlsym("Agent_OnLoad"); "Agent_OnUnload" is optional.
+  // Errors are one line naming the path.
+  static absl::StatusOr<AgentLibrary> Open(const AgentSpec& spec);
+
+  AgentLibrary(AgentLibrary&& other) noexcept;
+  AgentLibrary& operator=(AgentLibrary&& other) noexcept;
+  AgentLibrary(const AgentLibrary&) = delete;
+  AgentLibrary& operator=(const AgentLibrary&) = delete;
+  ~AgentLibrary();  // never dlcloses: agent threads or atexit hooks may outlive us
+
+  // Calls Agent_OnLoad with a private, writable copy of the options.
+  // A non-zero return is an error naming the agent.
+  absl::Status Load(vmtiVM* vm);
+  void Unload(vmtiVM* vm);
+
+  const AgentSpec& spec() const { return spec_; }
+
+ private:
+  AgentLibrary(AgentSpec spec, void* handle, OnLoadFn on_load, OnUnloadFn on_unload)
+      : spec_(std::move(spec)), handle_(handle), on_load_(on_load), on_unload_(on_unload) {}
+
+  AgentSpec spec_;
+  void* handle_ = nullptr;
+  OnLoadFn on_load_ = nullptr;
+  OnUnloadFn on_unload_ = nullptr;
+  std::string options_buffer_;
+};
+
+}  // namespace minivm::agent
+
+#endif  // MINIVM_AGENT_API_AGENT_LOADER_H_

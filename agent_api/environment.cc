@@ -1,0 +1,41 @@
+#include "agent_api/environment.h"
+
+namespace minivm::agent {
+
+bool IsKnownEvent(int e) {
+  switch (e) {
+    case VMTI_EVENT_VM_INIT:
+    case VMTI_EVENT_VM_DEATH:
+    case VMTI_EVENT_THREAD_START:
+    case VMTI_EVENT_THREAD_END:
+    case VMTI_EVENT_GARBAGE_COLLECTION_START:
+    case VMTI_EVENT_GARBAGE_COLLECTION_FINISH:
+    case VMTI_EVENT_OBJECT_FREE:
+    case VMTI_EVENT_SAMPLED_OBJECT_ALLOC:
+    case VMTI_EVENT_OBJECT_PROMOTE:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool Environment::EventEnabledFor(vmtiEvent e, const VMThread* thread) {
+  const uint64_t bit = EventBit(e);
+  if ((global_events.load(std::memory_order_acquire) & bit) != 0) return true;
+  if (thread == nullptr) return false;
+  absl::MutexLock lock(&mu);
+  auto it = thread_events.find(thread);
+  return it != thread_events.end() && (it->second & bit) != 0;
+}
+
+vmtiEventCallbacks Environment::Callbacks() {
+  absl::MutexLock lock(&mu);
+  return callbacks;
+}
+
+vmtiCapabilities Environment::Capabilities() {
+  absl::MutexLock lock(&mu);
+  return capabilities;
+}
+
+}  // namespace minivm::agent

@@ -1,0 +1,614 @@
+// The VMTI functions. Each one validates, in this order: the environment
+// (INVALID_ENVIRONMENT), the phase (WRONG_PHASE; also inside the restricted
+// GarbageCollectionStart/Finish callbacks), the capability
+// (MUST_POSSESS_CAPABILITY), then its arguments (NULL_POINTER,
+// ILLEGAL_ARGUMENT, INVALID_*). No argument an agent can pass crashes the
+// VM: handles are looked up, never trusted (docs/agent-api.md).
+#include "agent_api/functions.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "agent_api/environment.h"
+#include "agent_api/tool_interface.h"
+#include "gc/heap.h"
+#include "vm/runtime/thread.h"
+#include "vm/runtime/vm.h"
+
+namespace minivm::agent {
+namespace {
+
+// ---- Environment validation --------------------------------------------
+// Every environment ever made, so a forged or stale vmtiEnv* is rejected
+// without being dereferenced. Lock-free: append-only.
+constexpr int kMaxEnvironments = 1024;
+std::array<std::atomic<Environment*>, kMaxEnvironments> g_envs;
+std::atomic<int> g_env_count{0};
+
+Environment* LookupEnv(vmtiEnv* env) {
+  auto* candidate = reinterpret_cast<Environment*>(env);
+  const int n = g_env_count.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i) {
+    if (g_envs[i].load(std::memory_order_acquire) == candidate) return candidate;
+  }
+  return nullptr;
+}
+
+constexpr unsigned kOnload = VMTI_PHASE_ONLOAD;
+constexpr unsigned kLive = VMTI_PHASE_LIVE;
+constexpr unsigned kDead = VMTI_PHASE_DEAD;
+constexpr unsigned kAnyPhase = kOnload | kLive | kDead;
+
+// Common entry checks. `restricted_ok`: allowed inside GC start/finish.
+vmtiError Enter(vmtiEnv* env, unsigned phases, bool restricted_ok, Environment** out) {
+  Environment* e = LookupEnv(env);
+  if (e == nullptr || e->disposed.load(std::memory_order_acquire)) {
+    return VMTI_ERROR_INVALID_ENVIRONMENT;
+  }
+  if ((static_cast<unsigned>(e->tool->phase()) & phases) == 0) return VMTI_ERROR_WRONG_PHASE;
+  if (!restricted_ok && CurrentThreadState().restricted_depth > 0) {
+    return VMTI_ERROR_WRONG_PHASE;
+  }
+  *out = e;
+  return VMTI_ERROR_NONE;
+}
+
+#define VMTI_ENTER(env, phases, restricted_ok)                          \
+  Environment* e = nullptr;                                            \
+  if (vmtiError err_ = Enter(env, phases, restricted_ok, &e); err_ != VMTI_ERROR_NONE) { \
+    return err_;                                                       \
+  }
+
+#define VMTI_NOT_NULL(p) \
+  if ((p) == nullptr) return VMTI_ERROR_NULL_POINTER
+
+// Copies a string into Allocate'd memory.
+vmtiError CopyString(std::string_view s, char** out) {
+  char* mem = static_cast<char*>(std::malloc(s.size() + 1));
+  if (mem == nullptr) return VMTI_ERROR_OUT_OF_MEMORY;
+  std::memcpy(mem, s.data(), s.size());
+  mem[s.size()] = '\0';
+  *out = mem;
+  return VMTI_ERROR_NONE;
+}
+
+const Function* ResolveMethod(Environment* e, vmtiMethodID method) {
+  const uintptr_t id = reinterpret_cast<uintptr_t>(method);
+  const Program& program = e->tool->vm()->program();
+  if (id == 0 || id > program.functions.size()) return nullptr;
+  return program.functions[id - 1].get();
+}
+
+vmtiMethodID MethodId(const Function* fn) {
+  return reinterpret_cast<vmtiMethodID>(static_cast<uintptr_t>(fn->index) + 1);
+}
+
+std::string_view ErrorName(vmtiError error) {
+  switch (error) {
+#define VMTI_ERROR_NAME_(name, value) \
+  case VMTI_ERROR_##name:             \
+    return "VMTI_ERROR_" #name;
+    VMTI_ERRORS(VMTI_ERROR_NAME_)
+#undef VMTI_ERROR_NAME_
+    default:
+      return {};
+  }
+}
+
+vmtiCapabilities AllCapabilities() {
+  vmtiCapabilities c;
+  std::memset(&c, 0, sizeof c);
+  c.can_generate_sampled_alloc_events = 1;
+  c.can_tag_objects = 1;
+  c.can_generate_object_free_events = 1;
+  c.can_generate_object_promote_events = 1;
+  c.can_generate_garbage_collection_events = 1;
+  return c;
+}
+
+// ---- Version, phase, errors, memory ------------------------------------
+
+vmtiError GetVersionNumber(vmtiEnv* env, vmtiInt* version_ptr) {
+  VMTI_ENTER(env, kAnyPhase, true);
+  VMTI_NOT_NULL(version_ptr);
+  *version_ptr = VMTI_VERSION;
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError GetPhase(vmtiEnv* env, vmtiPhase* phase_ptr) {
+  VMTI_ENTER(env, kAnyPhase, true);
+  VMTI_NOT_NULL(phase_ptr);
+  *phase_ptr = e->tool->phase();
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError GetErrorName(vmtiEnv* env, vmtiError error, char** name_ptr) {
+  VMTI_ENTER(env, kAnyPhase, true);
+  VMTI_NOT_NULL(name_ptr);
+  const std::string_view name = ErrorName(error);
+  if (name.empty()) {
+    *name_ptr = nullptr;
+    return VMTI_ERROR_ILLEGAL_ARGUMENT;
+  }
+  return CopyString(name, name_ptr);
+}
+
+vmtiError Allocate(vmtiEnv* env, vmtiLong size, unsigned char** mem_ptr) {
+  VMTI_ENTER(env, kAnyPhase, true);
+  VMTI_NOT_NULL(mem_ptr);
+  if (size < 0) return VMTI_ERROR_ILLEGAL_ARGUMENT;
+  if (size == 0) {
+    *mem_ptr = nullptr;
+    return VMTI_ERROR_NONE;
+  }
+  void* mem = std::malloc(static_cast<size_t>(size));
+  if (mem == nullptr) return VMTI_ERROR_OUT_OF_MEMORY;
+  *mem_ptr = static_cast<unsigned char*>(mem);
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError Deallocate(vmtiEnv* env, unsigned char* mem) {
+  VMTI_ENTER(env, kAnyPhase, true);
+  std::free(mem);
+  return VMTI_ERROR_NONE;
+}
+
+// ---- Environments ------------------------------------------------------
+
+vmtiError DisposeEnvironment(vmtiEnv* env) {
+  VMTI_ENTER(env, kAnyPhase, false);
+  // Relinquish everything: events stop, tags are forgotten (their weak slots
+  // stay until collected, reporting to a disposed env, which ignores them).
+  {
+    absl::MutexLock lock(&e->mu);
+    std::memset(&e->capabilities, 0, sizeof e->capabilities);
+    std::memset(&e->callbacks, 0, sizeof e->callbacks);
+    e->thread_events.clear();
+  }
+  e->global_events.store(0);
+  e->disposed.store(true, std::memory_order_release);
+  e->tool->ReconfigureSampling();
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError SetEnvironmentLocalStorage(vmtiEnv* env, const void* data) {
+  VMTI_ENTER(env, kAnyPhase, true);
+  e->local_storage.store(data);
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError GetEnvironmentLocalStorage(vmtiEnv* env, void** data_ptr) {
+  VMTI_ENTER(env, kAnyPhase, true);
+  VMTI_NOT_NULL(data_ptr);
+  *data_ptr = const_cast<void*>(e->local_storage.load());
+  return VMTI_ERROR_NONE;
+}
+
+// ---- Capabilities ------------------------------------------------------
+
+vmtiError GetPotentialCapabilities(vmtiEnv* env, vmtiCapabilities* caps_ptr) {
+  VMTI_ENTER(env, kOnload | kLive, false);
+  VMTI_NOT_NULL(caps_ptr);
+  *caps_ptr = AllCapabilities();
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError AddCapabilities(vmtiEnv* env, const vmtiCapabilities* caps_ptr) {
+  VMTI_ENTER(env, kOnload | kLive, false);
+  VMTI_NOT_NULL(caps_ptr);
+  // Every named capability is potentially available, to every environment
+  // at once; bits minivm does not know (the reserved words) are not.
+  if ((caps_ptr->reserved[0] | caps_ptr->reserved[1] | caps_ptr->reserved[2]) != 0) {
+    return VMTI_ERROR_NOT_AVAILABLE;
+  }
+  absl::MutexLock lock(&e->mu);
+  vmtiCapabilities& have = e->capabilities;
+  have.can_generate_sampled_alloc_events |= caps_ptr->can_generate_sampled_alloc_events;
+  have.can_tag_objects |= caps_ptr->can_tag_objects;
+  have.can_generate_object_free_events |= caps_ptr->can_generate_object_free_events;
+  have.can_generate_object_promote_events |= caps_ptr->can_generate_object_promote_events;
+  have.can_generate_garbage_collection_events |= caps_ptr->can_generate_garbage_collection_events;
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError RelinquishCapabilities(vmtiEnv* env, const vmtiCapabilities* caps_ptr) {
+  VMTI_ENTER(env, kOnload | kLive, false);
+  VMTI_NOT_NULL(caps_ptr);
+  {
+    absl::MutexLock lock(&e->mu);
+    vmtiCapabilities& have = e->capabilities;
+    if (caps_ptr->can_generate_sampled_alloc_events) have.can_generate_sampled_alloc_events = 0;
+    if (caps_ptr->can_tag_objects) have.can_tag_objects = 0;
+    if (caps_ptr->can_generate_object_free_events) have.can_generate_object_free_events = 0;
+    if (caps_ptr->can_generate_object_promote_events) have.can_generate_object_promote_events = 0;
+    if (caps_ptr->can_generate_garbage_collection_events) {
+      have.can_generate_garbage_collection_events = 0;
+    }
+  }
+  // Losing the sampling capability stops this env's sampling.
+  e->tool->ReconfigureSampling();
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError GetCapabilities(vmtiEnv* env, vmtiCapabilities* caps_ptr) {
+  VMTI_ENTER(env, kAnyPhase, false);
+  VMTI_NOT_NULL(caps_ptr);
+  *caps_ptr = e->Capabilities();
+  return VMTI_ERROR_NONE;
+}
+
+// ---- Events ------------------------------------------------------------
+
+vmtiError SetEventCallbacks(vmtiEnv* env, const vmtiEventCallbacks* callbacks,
+                            vmtiInt size_of_callbacks) {
+  VMTI_ENTER(env, kOnload | kLive, false);
+  if (size_of_callbacks < 0) return VMTI_ERROR_ILLEGAL_ARGUMENT;
+  vmtiEventCallbacks copy;
+  std::memset(&copy, 0, sizeof copy);
+  // An older, shorter struct fills a prefix; a longer one (a newer header)
+  // contributes only the callbacks this VM knows.
+  if (callbacks != nullptr) {
+    std::memcpy(&copy, callbacks,
+                std::min<size_t>(sizeof copy, static_cast<size_t>(size_of_callbacks)));
+  }
+  absl::MutexLock lock(&e->mu);
+  e->callbacks = copy;
+  return VMTI_ERROR_NONE;
+}
+
+// Whether the env holds the capability an event needs (most need none).
+bool HasCapabilityFor(const vmtiCapabilities& c, vmtiEvent event) {
+  switch (event) {
+    case VMTI_EVENT_SAMPLED_OBJECT_ALLOC:
+      return c.can_generate_sampled_alloc_events;
+    case VMTI_EVENT_OBJECT_FREE:
+      return c.can_generate_object_free_events;
+    case VMTI_EVENT_OBJECT_PROMOTE:
+      return c.can_generate_object_promote_events;
+    case VMTI_EVENT_GARBAGE_COLLECTION_START:
+    case VMTI_EVENT_GARBAGE_COLLECTION_FINISH:
+      return c.can_generate_garbage_collection_events;
+    default:
+      return true;
+  }
+}
+
+vmtiError SetEventNotificationMode(vmtiEnv* env, vmtiEventMode mode, vmtiEvent event_type,
+                                   vmtiThread event_thread) {
+  VMTI_ENTER(env, kOnload | kLive, false);
+  if (mode != VMTI_ENABLE && mode != VMTI_DISABLE) return VMTI_ERROR_ILLEGAL_ARGUMENT;
+  if (!IsKnownEvent(event_type)) return VMTI_ERROR_INVALID_EVENT_TYPE;
+  if (!HasCapabilityFor(e->Capabilities(), event_type)) {
+    return VMTI_ERROR_MUST_POSSESS_CAPABILITY;
+  }
+  const uint64_t bit = EventBit(event_type);
+  if (event_thread == nullptr) {
+    if (mode == VMTI_ENABLE) {
+      e->global_events.fetch_or(bit);
+    } else {
+      e->global_events.fetch_and(~bit);
+    }
+  } else {
+    // VM-wide events cannot be controlled per thread (as in JVMTI).
+    if (event_type == VMTI_EVENT_VM_INIT || event_type == VMTI_EVENT_VM_DEATH ||
+        event_type == VMTI_EVENT_GARBAGE_COLLECTION_START ||
+        event_type == VMTI_EVENT_GARBAGE_COLLECTION_FINISH ||
+        event_type == VMTI_EVENT_OBJECT_FREE || event_type == VMTI_EVENT_OBJECT_PROMOTE) {
+      return VMTI_ERROR_ILLEGAL_ARGUMENT;
+    }
+    if (e->tool->phase() != VMTI_PHASE_LIVE) return VMTI_ERROR_WRONG_PHASE;
+    VMThread* t = nullptr;
+    if (vmtiError err = e->tool->ResolveThread(event_thread, &t); err != VMTI_ERROR_NONE) {
+      return err;
+    }
+    absl::MutexLock lock(&e->mu);
+    uint64_t& mask = e->thread_events[t];
+    mask = mode == VMTI_ENABLE ? (mask | bit) : (mask & ~bit);
+  }
+  if (event_type == VMTI_EVENT_SAMPLED_OBJECT_ALLOC) e->tool->ReconfigureSampling();
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError SetHeapSamplingInterval(vmtiEnv* env, vmtiInt sampling_interval) {
+  VMTI_ENTER(env, kOnload | kLive, false);
+  if (!e->Capabilities().can_generate_sampled_alloc_events) {
+    return VMTI_ERROR_MUST_POSSESS_CAPABILITY;
+  }
+  if (sampling_interval < 0) return VMTI_ERROR_ILLEGAL_ARGUMENT;
+  e->tool->SetInterval(sampling_interval);
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError GetHeapSamplingInterval(vmtiEnv* env, vmtiInt* interval_ptr) {
+  VMTI_ENTER(env, kOnload | kLive, false);
+  VMTI_NOT_NULL(interval_ptr);
+  *interval_ptr = e->tool->interval();
+  return VMTI_ERROR_NONE;
+}
+
+// ---- Threads and stacks ------------------------------------------------
+
+vmtiError GetCurrentThread(vmtiEnv* env, vmtiThread* thread_ptr) {
+  VMTI_ENTER(env, kLive, false);
+  VMTI_NOT_NULL(thread_ptr);
+  VMThread* t = CurrentThreadState().thread;
+  if (t == nullptr) return VMTI_ERROR_INVALID_THREAD;
+  *thread_ptr = reinterpret_cast<vmtiThread>(t);
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError GetThreadInfo(vmtiEnv* env, vmtiThread thread, vmtiThreadInfo* info_ptr) {
+  VMTI_ENTER(env, kLive, false);
+  VMTI_NOT_NULL(info_ptr);
+  VMThread* t = CurrentThreadState().thread;
+  if (thread != nullptr) {
+    bool alive = false;
+    t = e->tool->vm()->FindThread(thread, &alive);  // a finished thread still has a name
+  }
+  if (t == nullptr) return VMTI_ERROR_INVALID_THREAD;
+  char* name = nullptr;
+  if (vmtiError err = CopyString(t->name, &name); err != VMTI_ERROR_NONE) return err;
+  info_ptr->name = name;
+  info_ptr->id = t->index;
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError GetAllThreads(vmtiEnv* env, vmtiInt* threads_count_ptr, vmtiThread** threads_ptr) {
+  VMTI_ENTER(env, kLive, false);
+  VMTI_NOT_NULL(threads_count_ptr);
+  VMTI_NOT_NULL(threads_ptr);
+  const std::vector<VMThread*> live = e->tool->vm()->LiveThreads();
+  auto* out = static_cast<vmtiThread*>(std::malloc(sizeof(vmtiThread) * std::max<size_t>(1, live.size())));
+  if (out == nullptr) return VMTI_ERROR_OUT_OF_MEMORY;
+  for (size_t i = 0; i < live.size(); ++i) out[i] = reinterpret_cast<vmtiThread>(live[i]);
+  *threads_count_ptr = static_cast<vmtiInt>(live.size());
+  *threads_ptr = out;
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError GetStackTrace(vmtiEnv* env, vmtiThread thread, vmtiInt start_depth,
+                        vmtiInt max_frame_count, vmtiFrameInfo* frame_buffer,
+                        vmtiInt* count_ptr) {
+  VMTI_ENTER(env, kLive, false);
+  VMTI_NOT_NULL(frame_buffer);
+  VMTI_NOT_NULL(count_ptr);
+  if (max_frame_count < 0) return VMTI_ERROR_ILLEGAL_ARGUMENT;
+  VMThread* current = CurrentThreadState().thread;
+  VMThread* t = nullptr;
+  if (vmtiError err = e->tool->ResolveThread(thread, &t); err != VMTI_ERROR_NONE) return err;
+  // Another thread's frames change under us unless it is suspended, and
+  // minivm has no thread suspension: only the current thread is walkable.
+  if (t != current) return VMTI_ERROR_NOT_AVAILABLE;
+  const int depth = t->depth();
+  int first;  // index from the innermost frame
+  if (start_depth >= 0) {
+    if (start_depth > depth || (start_depth == depth && depth > 0)) {
+      return VMTI_ERROR_ILLEGAL_ARGUMENT;
+    }
+    first = start_depth;
+  } else {
+    if (-static_cast<int64_t>(start_depth) > depth) return VMTI_ERROR_ILLEGAL_ARGUMENT;
+    first = depth + start_depth;
+  }
+  int count = 0;
+  for (int i = first; i < depth && count < max_frame_count; ++i, ++count) {
+    const Frame& f = t->fp[-i];
+    frame_buffer[count].method = MethodId(f.fn);
+    frame_buffer[count].location = static_cast<vmtiLocation>(f.pc - f.fn->code.data());
+  }
+  *count_ptr = count;
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError GetMethodName(vmtiEnv* env, vmtiMethodID method, char** name_ptr,
+                        char** signature_ptr, char** generic_ptr) {
+  VMTI_ENTER(env, kLive, false);
+  const Function* fn = ResolveMethod(e, method);
+  if (fn == nullptr) return VMTI_ERROR_INVALID_METHODID;
+  if (name_ptr != nullptr) {
+    if (vmtiError err = CopyString(fn->name, name_ptr); err != VMTI_ERROR_NONE) return err;
+  }
+  if (signature_ptr != nullptr) {
+    if (vmtiError err = CopyString(absl::StrCat("(", fn->arity, ")"), signature_ptr);
+        err != VMTI_ERROR_NONE) {
+      return err;
+    }
+  }
+  if (generic_ptr != nullptr) *generic_ptr = nullptr;
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError GetLineNumber(vmtiEnv* env, vmtiMethodID method, vmtiLocation location,
+                        vmtiInt* line_ptr) {
+  VMTI_ENTER(env, kLive, false);
+  const Function* fn = ResolveMethod(e, method);
+  if (fn == nullptr) return VMTI_ERROR_INVALID_METHODID;
+  VMTI_NOT_NULL(line_ptr);
+  if (location < 0 || static_cast<uint64_t>(location) >= fn->code.size()) {
+    return VMTI_ERROR_INVALID_LOCATION;
+  }
+  *line_ptr = fn->lines.LineFor(static_cast<uint32_t>(location));
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError GetMethodSourceFile(vmtiEnv* env, vmtiMethodID method, char** source_name_ptr) {
+  VMTI_ENTER(env, kLive, false);
+  if (ResolveMethod(e, method) == nullptr) return VMTI_ERROR_INVALID_METHODID;
+  VMTI_NOT_NULL(source_name_ptr);
+  return CopyString(e->tool->vm()->program().path, source_name_ptr);
+}
+
+// ---- Objects and classes -----------------------------------------------
+
+#define VMTI_RESOLVE_OBJECT(handle, var)                        \
+  gc::Object* var = e->tool->ResolveObject(handle);             \
+  if (var == nullptr) return VMTI_ERROR_INVALID_OBJECT
+
+vmtiError GetObjectClass(vmtiEnv* env, vmtiObject object, vmtiClass* klass_ptr) {
+  VMTI_ENTER(env, kLive, false);
+  VMTI_RESOLVE_OBJECT(object, obj);
+  VMTI_NOT_NULL(klass_ptr);
+  *klass_ptr = reinterpret_cast<vmtiClass>(const_cast<gc::ClassLayout*>(obj->klass));
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError GetClassSignature(vmtiEnv* env, vmtiClass klass, char** signature_ptr,
+                            char** generic_ptr) {
+  VMTI_ENTER(env, kLive, false);
+  const Klass* k = e->tool->vm()->FindClass(klass);
+  if (k == nullptr) return VMTI_ERROR_INVALID_CLASS;
+  if (signature_ptr != nullptr) {
+    if (vmtiError err = CopyString(k->name, signature_ptr); err != VMTI_ERROR_NONE) return err;
+  }
+  if (generic_ptr != nullptr) *generic_ptr = nullptr;
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError GetObjectSize(vmtiEnv* env, vmtiObject object, vmtiLong* size_ptr) {
+  VMTI_ENTER(env, kLive, false);
+  VMTI_RESOLVE_OBJECT(object, obj);
+  VMTI_NOT_NULL(size_ptr);
+  *size_ptr = static_cast<vmtiLong>(obj->Size());
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError GetTag(vmtiEnv* env, vmtiObject object, vmtiLong* tag_ptr) {
+  VMTI_ENTER(env, kLive, false);
+  if (!e->Capabilities().can_tag_objects) return VMTI_ERROR_MUST_POSSESS_CAPABILITY;
+  VMTI_RESOLVE_OBJECT(object, obj);
+  VMTI_NOT_NULL(tag_ptr);
+  *tag_ptr = e->tags.Get(e->tool->weak_table(), e->tool->CollectionEpoch(), obj);
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError SetTag(vmtiEnv* env, vmtiObject object, vmtiLong tag) {
+  VMTI_ENTER(env, kLive, false);
+  if (!e->Capabilities().can_tag_objects) return VMTI_ERROR_MUST_POSSESS_CAPABILITY;
+  VMTI_RESOLVE_OBJECT(object, obj);
+  e->tags.Set(e->tool->weak_table(), e->tool->CollectionEpoch(), e->id, obj, tag);
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError NewWeakRef(vmtiEnv* env, vmtiObject object, vmtiWeak* weak_ptr) {
+  VMTI_ENTER(env, kLive, false);
+  VMTI_RESOLVE_OBJECT(object, obj);
+  VMTI_NOT_NULL(weak_ptr);
+  *weak_ptr = e->tool->NewWeakRef(obj);
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError IsWeakRefCleared(vmtiEnv* env, vmtiWeak weak, vmtiBool* cleared_ptr) {
+  VMTI_ENTER(env, kLive, false);
+  if (!e->tool->ValidWeakRef(weak)) return VMTI_ERROR_INVALID_OBJECT;
+  VMTI_NOT_NULL(cleared_ptr);
+  *cleared_ptr = e->tool->IsWeakRefCleared(weak) ? 1 : 0;
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError DeleteWeakRef(vmtiEnv* env, vmtiWeak weak) {
+  VMTI_ENTER(env, kLive | kDead, false);
+  if (!e->tool->ValidWeakRef(weak)) return VMTI_ERROR_INVALID_OBJECT;
+  e->tool->DeleteWeakRef(weak);
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError GetObjectGeneration(vmtiEnv* env, vmtiObject object, vmtiGeneration* generation_ptr) {
+  VMTI_ENTER(env, kLive, false);
+  VMTI_RESOLVE_OBJECT(object, obj);
+  VMTI_NOT_NULL(generation_ptr);
+  *generation_ptr =
+      e->tool->vm()->heap()->IsYoung(obj) ? VMTI_GENERATION_YOUNG : VMTI_GENERATION_OLD;
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError GetSampleInfo(vmtiEnv* env, vmtiSampleInfo* info_ptr) {
+  VMTI_ENTER(env, kLive, false);
+  VMTI_NOT_NULL(info_ptr);
+  const ThreadState& ts = CurrentThreadState();
+  if (ts.sample == nullptr) return VMTI_ERROR_NOT_AVAILABLE;
+  info_ptr->sample_count = static_cast<vmtiLong>(ts.sample->sample_count);
+  info_ptr->interval = ts.sample->interval;
+  info_ptr->generation = ts.sample_generation == gc::Generation::kYoung ? VMTI_GENERATION_YOUNG
+                                                                        : VMTI_GENERATION_OLD;
+  info_ptr->weight = ts.sample->weight;
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError ForceGarbageCollection(vmtiEnv* env) {
+  VMTI_ENTER(env, kLive, false);
+  e->tool->ForceGarbageCollection();
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError GetTime(vmtiEnv* env, vmtiLong* nanos_ptr) {
+  VMTI_ENTER(env, kAnyPhase, true);
+  VMTI_NOT_NULL(nanos_ptr);
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  *nanos_ptr = static_cast<vmtiLong>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  return VMTI_ERROR_NONE;
+}
+
+constexpr vmtiInterface_1 kTable = {
+    &GetVersionNumber,
+    &GetPhase,
+    &GetErrorName,
+    &Allocate,
+    &Deallocate,
+    &DisposeEnvironment,
+    &SetEnvironmentLocalStorage,
+    &GetEnvironmentLocalStorage,
+    &GetPotentialCapabilities,
+    &AddCapabilities,
+    &RelinquishCapabilities,
+    &GetCapabilities,
+    &SetEventCallbacks,
+    &SetEventNotificationMode,
+    &SetHeapSamplingInterval,
+    &GetHeapSamplingInterval,
+    &GetCurrentThread,
+    &GetThreadInfo,
+    &GetAllThreads,
+    &GetStackTrace,
+    &GetMethodName,
+    &GetLineNumber,
+    &GetMethodSourceFile,
+    &GetObjectClass,
+    &GetClassSignature,
+    &GetObjectSize,
+    &GetTag,
+    &SetTag,
+    &NewWeakRef,
+    &IsWeakRefCleared,
+    &DeleteWeakRef,
+    &GetObjectGeneration,
+    &GetSampleInfo,
+    &ForceGarbageCollection,
+    &GetTime,
+};
+
+}  // namespace
+
+const vmtiInterface_1& FunctionTable() { return kTable; }
+
+void RegisterEnvironment(Environment* env) {
+  const int i = g_env_count.load(std::memory_order_relaxed);
+  if (i >= kMaxEnvironments) return;  // NewEnvironment refuses beyond this
+  g_envs[i].store(env, std::memory_order_release);
+  g_env_count.store(i + 1, std::memory_order_release);
+}
+
+bool CanRegisterEnvironment() {
+  return g_env_count.load(std::memory_order_relaxed) < kMaxEnvironments;
+}
+
+}  // namespace minivm::agent

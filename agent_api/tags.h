@@ -1,0 +1,73 @@
+// Per-environment object tags, built on the collector's weak table.
+//
+// Design:
+// 1. Each tagged object holds one weak slot whose cookie names this
+//    environment and the tag record, so the collector's "promoted" and
+//    "died" reports route back to the record: that is how ObjectPromote and
+//    ObjectFree are produced, and why a dead object's tag is still known.
+// 2. Lookup by object (GetTag, SetTag) uses an address index. Objects move,
+//    so the index is stamped with the collection count it was built at and
+//    rebuilt from the weak slots on the first lookup after any collection.
+//    Rebuilding on demand rather than when the weak events arrive closes the
+//    window between the end of a pause and the delivery of its events, in
+//    which another thread may already look up an object at its new address.
+// 3. All operations take the map's mutex; callers are running mutators, so
+//    no collection can move objects while they hold an address.
+#ifndef MINIVM_AGENT_API_TAGS_H_
+#define MINIVM_AGENT_API_TAGS_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "gc/object.h"
+#include "gc/weak_table.h"
+
+namespace minivm::agent {
+
+// Cookies of weak slots: bits 40..63 = environment id + 1, bits 0..39 = the
+// tag record. Zero is "no tag" (a plain weak reference).
+inline uint64_t TagCookie(int env_id, uint64_t record) {
+  return (static_cast<uint64_t>(env_id + 1) << 40) | record;
+}
+inline int CookieEnv(uint64_t cookie) { return static_cast<int>(cookie >> 40) - 1; }
+inline uint64_t CookieRecord(uint64_t cookie) { return cookie & ((uint64_t{1} << 40) - 1); }
+
+class TagMap {
+ public:
+  // `epoch` is the heap's collection count now.
+  int64_t Get(gc::WeakTable& table, uint64_t epoch, gc::Object* obj);
+  // tag 0 removes the tag.
+  void Set(gc::WeakTable& table, uint64_t epoch, int env_id, gc::Object* obj, int64_t tag);
+
+  // From the collector's reports. Promoted: the tag, once per record (nullopt
+  // when already reported). Died: the tag; the record and slot are freed.
+  std::optional<int64_t> OnPromoted(uint64_t record);
+  std::optional<int64_t> OnDied(gc::WeakTable& table, uint64_t record);
+
+  size_t size();
+
+ private:
+  struct Record {
+    gc::WeakSlotId slot = 0;
+    int64_t tag = 0;
+    bool in_use = false;
+    bool promoted = false;
+  };
+  void RebuildIndexLocked(gc::WeakTable& table, uint64_t epoch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  std::vector<Record> records_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> free_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<const gc::Object*, uint64_t> index_ ABSL_GUARDED_BY(mu_);
+  uint64_t index_epoch_ ABSL_GUARDED_BY(mu_) = ~uint64_t{0};
+  size_t live_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace minivm::agent
+
+#endif  // MINIVM_AGENT_API_TAGS_H_

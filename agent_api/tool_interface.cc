@@ -1,0 +1,353 @@
+#include "agent_api/tool_interface.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "agent_api/functions.h"
+#include "gc/heap.h"
+#include "vm/runtime/thread.h"
+#include "vm/runtime/vm.h"
+
+namespace minivm::agent {
+namespace {
+
+thread_local ThreadState tls_state;
+
+// Pushes a handle for the duration of a callback.
+class HandleScope {
+ public:
+  HandleScope(ThreadState& ts, gc::Value* slot) : ts_(ts) { ts_.handles.push_back(slot); }
+  ~HandleScope() { ts_.handles.pop_back(); }
+  HandleScope(const HandleScope&) = delete;
+  HandleScope& operator=(const HandleScope&) = delete;
+
+ private:
+  ThreadState& ts_;
+};
+
+vmtiError VmGetEnv(vmtiVM* vm, void** penv, vmtiInt version) {
+  if (vm == nullptr) return VMTI_ERROR_NULL_POINTER;
+  struct Handle {
+    const vmtiVMInterface* functions;
+    ToolInterface* self;
+  };
+  return reinterpret_cast<Handle*>(vm)->self->NewEnvironment(penv, version);
+}
+
+vmtiThread AsHandle(VMThread* t) { return reinterpret_cast<vmtiThread>(t); }
+
+}  // namespace
+
+ThreadState& CurrentThreadState() { return tls_state; }
+
+ToolInterface::ToolInterface() : interval_(gc::kDefaultSamplingInterval) {
+  vm_functions_ = vmtiVMInterface{nullptr, nullptr, nullptr, &VmGetEnv};
+  vm_handle_ = VmHandle{&vm_functions_, this};
+}
+
+ToolInterface::~ToolInterface() = default;
+
+absl::Status ToolInterface::LoadAgents(const std::vector<std::string>& agent_options) {
+  const std::string agent_dir = DefaultAgentDirectory();
+  for (const std::string& option : agent_options) {
+    absl::StatusOr<AgentSpec> spec = ParseAgentOption(option, agent_dir);
+    if (!spec.ok()) return spec.status();
+    absl::StatusOr<AgentLibrary> lib = AgentLibrary::Open(*spec);
+    if (!lib.ok()) return lib.status();
+    libraries_.push_back(*std::move(lib));
+    absl::Status loaded =
+        libraries_.back().Load(reinterpret_cast<vmtiVM*>(&vm_handle_));
+    if (!loaded.ok()) return loaded;
+  }
+  return absl::OkStatus();
+}
+
+void ToolInterface::AttachVm(VM* vm) {
+  vm_ = vm;
+  vm->SetToolHooks(this);
+  gc::Heap* heap = vm->heap();
+  heap->SetSampleObserver(this);
+  heap->SetGcObserver(this);
+  heap->SetWeakObserver(this);
+}
+
+void ToolInterface::UnloadAgents() {
+  for (AgentLibrary& lib : libraries_) lib.Unload(reinterpret_cast<vmtiVM*>(&vm_handle_));
+}
+
+vmtiError ToolInterface::NewEnvironment(void** penv, vmtiInt version) {
+  if (penv == nullptr) return VMTI_ERROR_NULL_POINTER;
+  // Accept VMTI_VERSION_1 and any 1.x minor version; nothing else.
+  if ((static_cast<uint32_t>(version) & 0xFFFF0000u) != VMTI_VERSION_1) {
+    *penv = nullptr;
+    return VMTI_ERROR_UNSUPPORTED_VERSION;
+  }
+  if (phase() == VMTI_PHASE_DEAD) return VMTI_ERROR_WRONG_PHASE;
+  absl::MutexLock lock(&envs_mu_);
+  if (!CanRegisterEnvironment()) return VMTI_ERROR_OUT_OF_MEMORY;
+  envs_.push_back(std::make_unique<Environment>(&FunctionTable(), this,
+                                                static_cast<int>(envs_.size())));
+  RegisterEnvironment(envs_.back().get());
+  env_count_.store(envs_.size(), std::memory_order_release);
+  *penv = envs_.back()->AsVmti();
+  return VMTI_ERROR_NONE;
+}
+
+size_t ToolInterface::EnvironmentCount() const {
+  return env_count_.load(std::memory_order_acquire);
+}
+
+Environment* ToolInterface::EnvironmentAt(size_t i) const {
+  absl::MutexLock lock(&envs_mu_);
+  return envs_[i].get();
+}
+
+void ToolInterface::SetInterval(int32_t interval) {
+  interval_.store(interval, std::memory_order_relaxed);
+  ReconfigureSampling();
+}
+
+bool ToolInterface::SamplingEnabledFor(gc::Mutator* m) {
+  if (phase() != VMTI_PHASE_LIVE) return false;
+  const VMThread* thread = VMThread::FromMutator(m);
+  for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
+    Environment* env = EnvironmentAt(i);
+    if (env->disposed.load(std::memory_order_acquire)) continue;
+    if (!env->Capabilities().can_generate_sampled_alloc_events) continue;
+    if (env->EventEnabledFor(VMTI_EVENT_SAMPLED_OBJECT_ALLOC, thread)) return true;
+  }
+  return false;
+}
+
+void ToolInterface::ReconfigureSampling() {
+  if (phase() != VMTI_PHASE_LIVE || vm_ == nullptr) return;  // applied at VMInit
+  absl::MutexLock lock(&reconfigure_mu_);
+  VMThread* self = CurrentThreadState().thread;
+  vm_->heap()->ReconfigureSampling(self != nullptr ? &self->mutator : nullptr, interval());
+}
+
+vmtiError ToolInterface::ResolveThread(vmtiThread handle, VMThread** out) {
+  VMThread* current = CurrentThreadState().thread;
+  if (handle == nullptr) {
+    if (current == nullptr) return VMTI_ERROR_INVALID_THREAD;  // a native thread
+    *out = current;
+    return VMTI_ERROR_NONE;
+  }
+  bool alive = false;
+  VMThread* t = vm_->FindThread(handle, &alive);
+  if (t == nullptr) return VMTI_ERROR_INVALID_THREAD;
+  if (!alive) return VMTI_ERROR_THREAD_NOT_ALIVE;
+  *out = t;
+  return VMTI_ERROR_NONE;
+}
+
+gc::Object* ToolInterface::ResolveObject(vmtiObject handle) {
+  ThreadState& ts = CurrentThreadState();
+  auto* slot = reinterpret_cast<gc::Value*>(handle);
+  if (std::find(ts.handles.begin(), ts.handles.end(), slot) == ts.handles.end()) {
+    return nullptr;
+  }
+  return slot->IsRef() ? slot->AsRef() : nullptr;
+}
+
+uint64_t ToolInterface::CollectionEpoch() const { return vm_->heap()->CollectionCount(); }
+
+gc::WeakTable& ToolInterface::weak_table() { return vm_->heap()->weak_table(); }
+
+void ToolInterface::ForceGarbageCollection() {
+  VMThread* self = CurrentThreadState().thread;
+  vm_->heap()->CollectGarbage(self != nullptr ? &self->mutator : nullptr,
+                              gc::GcCause::kExplicit);
+}
+
+vmtiWeak ToolInterface::NewWeakRef(gc::Object* obj) {
+  const gc::WeakSlotId id = weak_table().Create(obj, 0);
+  absl::MutexLock lock(&weak_refs_mu_);
+  if (weak_ref_live_.size() <= id) weak_ref_live_.resize(id + 1);
+  weak_ref_live_[id] = true;
+  return reinterpret_cast<vmtiWeak>(static_cast<uintptr_t>(id) + 1);
+}
+
+bool ToolInterface::ValidWeakRef(vmtiWeak weak) {
+  const uintptr_t v = reinterpret_cast<uintptr_t>(weak);
+  absl::MutexLock lock(&weak_refs_mu_);
+  return v != 0 && v - 1 < weak_ref_live_.size() && weak_ref_live_[v - 1];
+}
+
+bool ToolInterface::IsWeakRefCleared(vmtiWeak weak) {
+  const auto id = static_cast<gc::WeakSlotId>(reinterpret_cast<uintptr_t>(weak) - 1);
+  return weak_table().Get(id) == nullptr;
+}
+
+void ToolInterface::DeleteWeakRef(vmtiWeak weak) {
+  const auto id = static_cast<gc::WeakSlotId>(reinterpret_cast<uintptr_t>(weak) - 1);
+  {
+    absl::MutexLock lock(&weak_refs_mu_);
+    weak_ref_live_[id] = false;
+  }
+  weak_table().Delete(id);
+}
+
+// ---- Lifecycle events --------------------------------------------------
+
+void ToolInterface::OnVMInit(VMThread* main) {
+  CurrentThreadState().thread = main;
+  phase_.store(VMTI_PHASE_LIVE, std::memory_order_release);
+  ReconfigureSampling();
+  for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
+    Environment* env = EnvironmentAt(i);
+    if (env->disposed.load() || !env->EventEnabledFor(VMTI_EVENT_VM_INIT, main)) continue;
+    if (auto cb = env->Callbacks().VMInit) cb(env->AsVmti(), AsHandle(main));
+  }
+}
+
+void ToolInterface::OnVMDeath(VMThread* current) {
+  if (current != nullptr) CurrentThreadState().thread = current;
+  // Collections that already happened may still owe lifecycle events.
+  for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
+    Environment* env = EnvironmentAt(i);
+    if (env->disposed.load() || !env->EventEnabledFor(VMTI_EVENT_VM_DEATH, current)) continue;
+    if (auto cb = env->Callbacks().VMDeath) cb(env->AsVmti());
+  }
+  phase_.store(VMTI_PHASE_DEAD, std::memory_order_release);
+}
+
+void ToolInterface::OnThreadStart(VMThread* thread) {
+  CurrentThreadState().thread = thread;
+  if (phase() != VMTI_PHASE_LIVE) return;
+  for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
+    Environment* env = EnvironmentAt(i);
+    if (env->disposed.load() || !env->EventEnabledFor(VMTI_EVENT_THREAD_START, thread)) continue;
+    if (auto cb = env->Callbacks().ThreadStart) cb(env->AsVmti(), AsHandle(thread));
+  }
+}
+
+void ToolInterface::OnThreadEnd(VMThread* thread) {
+  if (phase() == VMTI_PHASE_LIVE) {
+    for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
+      Environment* env = EnvironmentAt(i);
+      if (env->disposed.load() || !env->EventEnabledFor(VMTI_EVENT_THREAD_END, thread)) continue;
+      if (auto cb = env->Callbacks().ThreadEnd) cb(env->AsVmti(), AsHandle(thread));
+    }
+  }
+  // Per-thread enables die with the thread (its address may be reused).
+  for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
+    Environment* env = EnvironmentAt(i);
+    absl::MutexLock lock(&env->mu);
+    env->thread_events.erase(thread);
+  }
+}
+
+void ToolInterface::OnSampledAllocation(gc::Mutator* m, gc::Value* object_root,
+                                        const gc::SampleDecision& decision,
+                                        gc::Generation generation) {
+  if (phase() != VMTI_PHASE_LIVE) return;
+  VMThread* thread = VMThread::FromMutator(m);
+  ThreadState& ts = CurrentThreadState();
+  ts.thread = thread;
+  const gc::SampleDecision* outer_sample = ts.sample;
+  const gc::Generation outer_generation = ts.sample_generation;
+  ts.sample = &decision;
+  ts.sample_generation = generation;
+  HandleScope scope(ts, object_root);
+  for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
+    Environment* env = EnvironmentAt(i);
+    if (env->disposed.load() || !env->EventEnabledFor(VMTI_EVENT_SAMPLED_OBJECT_ALLOC, thread)) {
+      continue;
+    }
+    auto cb = env->Callbacks().SampledObjectAlloc;
+    if (cb == nullptr || !object_root->IsRef()) continue;
+    // Re-read for each env: an earlier callback may have moved the object.
+    gc::Object* obj = object_root->AsRef();
+    cb(env->AsVmti(), AsHandle(thread), reinterpret_cast<vmtiObject>(object_root),
+       reinterpret_cast<vmtiClass>(const_cast<gc::ClassLayout*>(obj->klass)),
+       static_cast<vmtiLong>(obj->Size()));
+  }
+  ts.sample = outer_sample;
+  ts.sample_generation = outer_generation;
+}
+
+void ToolInterface::OnGcStart() {
+  if (phase() != VMTI_PHASE_LIVE) return;
+  ThreadState& ts = CurrentThreadState();
+  ++ts.restricted_depth;
+  for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
+    Environment* env = EnvironmentAt(i);
+    if (env->disposed.load() || !env->Capabilities().can_generate_garbage_collection_events ||
+        !env->EventEnabledFor(VMTI_EVENT_GARBAGE_COLLECTION_START, ts.thread)) {
+      continue;
+    }
+    if (auto cb = env->Callbacks().GarbageCollectionStart) cb(env->AsVmti());
+  }
+  --ts.restricted_depth;
+}
+
+void ToolInterface::OnGcFinish() {
+  if (phase() != VMTI_PHASE_LIVE) return;
+  ThreadState& ts = CurrentThreadState();
+  ++ts.restricted_depth;
+  for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
+    Environment* env = EnvironmentAt(i);
+    if (env->disposed.load() || !env->Capabilities().can_generate_garbage_collection_events ||
+        !env->EventEnabledFor(VMTI_EVENT_GARBAGE_COLLECTION_FINISH, ts.thread)) {
+      continue;
+    }
+    if (auto cb = env->Callbacks().GarbageCollectionFinish) cb(env->AsVmti());
+  }
+  --ts.restricted_depth;
+}
+
+void ToolInterface::OnWeakEvents(absl::Span<const gc::WeakEvent> events) {
+  {
+    absl::MutexLock lock(&delivery_mu_);
+    for (const gc::WeakEvent& e : events) {
+      if (e.cookie != 0 && e.kind != gc::WeakEventKind::kMoved) pending_.push_back(e);
+    }
+    // A callback further up this or another thread's stack is delivering:
+    // it will pick these up after the events queued before them.
+    if (delivering_) return;
+    delivering_ = true;
+  }
+  for (;;) {
+    gc::WeakEvent e;
+    {
+      absl::MutexLock lock(&delivery_mu_);
+      if (pending_.empty()) {
+        delivering_ = false;
+        return;
+      }
+      e = pending_.front();
+      pending_.pop_front();
+    }
+    DeliverWeakEvent(e);
+  }
+}
+
+void ToolInterface::DeliverWeakEvent(const gc::WeakEvent& e) {
+  const int env_id = CookieEnv(e.cookie);
+  if (env_id < 0 || static_cast<size_t>(env_id) >= EnvironmentCount()) return;
+  Environment* env = EnvironmentAt(static_cast<size_t>(env_id));
+  const uint64_t record = CookieRecord(e.cookie);
+  const VMThread* thread = CurrentThreadState().thread;
+  const bool live = phase() == VMTI_PHASE_LIVE && !env->disposed.load();
+  if (e.kind == gc::WeakEventKind::kPromoted) {
+    std::optional<int64_t> tag = env->tags.OnPromoted(record);
+    if (!tag || !live) return;
+    if (!env->Capabilities().can_generate_object_promote_events ||
+        !env->EventEnabledFor(VMTI_EVENT_OBJECT_PROMOTE, thread)) {
+      return;
+    }
+    if (auto cb = env->Callbacks().ObjectPromote) cb(env->AsVmti(), *tag);
+  } else if (e.kind == gc::WeakEventKind::kDied) {
+    std::optional<int64_t> tag = env->tags.OnDied(weak_table(), record);
+    if (!tag || !live) return;
+    if (!env->Capabilities().can_generate_object_free_events ||
+        !env->EventEnabledFor(VMTI_EVENT_OBJECT_FREE, thread)) {
+      return;
+    }
+    if (auto cb = env->Callbacks().ObjectFree) cb(env->AsVmti(), *tag);
+  }
+}
+
+}  // namespace minivm::agent

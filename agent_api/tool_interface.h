@@ -1,0 +1,164 @@
+// The agent subsystem: environments, phases, the VM-wide sampling interval,
+// and the posting of every VMTI event. One per VM.
+//
+// Design
+// ------
+// 1. Lifetime. Agents are loaded (Agent_OnLoad, phase ONLOAD) before the VM
+//    object exists; AttachVm then registers this object as the VM's
+//    ToolHooks and the heap's SampleObserver, GcObserver and WeakObserver.
+//    OnVMInit switches to LIVE and arms the sampler; OnVMDeath runs with
+//    every other thread stopped for good, switches to DEAD, and nothing is
+//    posted after it.
+// 2. Sampling control. A thread samples iff some live environment with the
+//    capability enabled SampledObjectAlloc globally or for that thread.
+//    Every change to that predicate or to the interval re-arms every thread
+//    at a safepoint (Heap::ReconfigureSampling), so it takes effect at each
+//    thread's next allocation. Outside LIVE the settings are only recorded.
+// 3. Event dispatch. Callbacks run without any VMTI lock held (agents may
+//    call back into VMTI, enable events, or force collections from them).
+//    Environments are append-only, so dispatch iterates a stable prefix.
+// 4. Object handles. A vmtiObject is the address of a root slot valid for
+//    the duration of one callback (the heap's sample root). Each thread keeps
+//    its live handles; any other pointer an agent passes is rejected with
+//    VMTI_ERROR_INVALID_OBJECT, so a stale or forged handle cannot crash
+//    the VM.
+// 5. Lifecycle events. ObjectPromote and ObjectFree come from the
+//    collector's weak-slot reports, delivered after the pause on the thread
+//    that collected, in the order the collection found them. Nothing is
+//    queued per thread, so no event can be stranded when a thread ends
+//    (statmemprof's orphan problem does not arise). Reports arriving while a
+//    callback of the same delivery is running (a callback that forces a
+//    collection) are queued and delivered after it, preserving order.
+#ifndef MINIVM_AGENT_API_TOOL_INTERFACE_H_
+#define MINIVM_AGENT_API_TOOL_INTERFACE_H_
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "agent_api/agent_loader.h"
+#include "agent_api/environment.h"
+#include "gc/gc_observer.h"
+#include "gc/weak_table.h"
+#include "vm/runtime/tool_hooks.h"
+#include "vmti/vmti.h"
+
+namespace minivm {
+class VM;
+struct VMThread;
+}  // namespace minivm
+
+namespace minivm::agent {
+
+// Per-OS-thread state of the agent API.
+struct ThreadState {
+  VMThread* thread = nullptr;        // null on a native thread an agent made
+  std::vector<gc::Value*> handles;   // live vmtiObject handles, innermost last
+  const gc::SampleDecision* sample = nullptr;  // inside SampledObjectAlloc
+  gc::Generation sample_generation = gc::Generation::kYoung;
+  int restricted_depth = 0;          // inside GarbageCollectionStart/Finish
+};
+ThreadState& CurrentThreadState();
+
+class ToolInterface final : public ToolHooks,
+                            public gc::SampleObserver,
+                            public gc::GcObserver,
+                            public gc::WeakObserver {
+ public:
+  ToolInterface();
+  ~ToolInterface() override;
+  ToolInterface(const ToolInterface&) = delete;
+  ToolInterface& operator=(const ToolInterface&) = delete;
+
+  // Loads and starts every agent in order (phase ONLOAD). The first failure
+  // is returned as a one-line message naming the agent.
+  absl::Status LoadAgents(const std::vector<std::string>& agent_options);
+  bool has_agents() const { return !libraries_.empty(); }
+  // Registers with the VM and its heap. Call once, after VM::Create.
+  void AttachVm(VM* vm);
+  // Agent_OnUnload for each agent, after VM death.
+  void UnloadAgents();
+
+  // GetEnv.
+  vmtiError NewEnvironment(void** penv, vmtiInt version);
+
+  vmtiPhase phase() const { return phase_.load(std::memory_order_acquire); }
+  VM* vm() const { return vm_; }
+  int32_t interval() const { return interval_.load(std::memory_order_relaxed); }
+  void SetInterval(int32_t interval);
+  // Re-evaluates which threads sample and re-arms them (design point 2).
+  void ReconfigureSampling();
+
+  // Resolves a vmtiThread argument (NULL = the current thread).
+  vmtiError ResolveThread(vmtiThread handle, VMThread** out);
+  // Resolves a vmtiObject handle of the current thread.
+  gc::Object* ResolveObject(vmtiObject handle);
+  uint64_t CollectionEpoch() const;
+  gc::WeakTable& weak_table();
+  void ForceGarbageCollection();
+
+  // Weak references made with NewWeakRef (no events).
+  vmtiWeak NewWeakRef(gc::Object* obj);
+  bool ValidWeakRef(vmtiWeak weak);
+  bool IsWeakRefCleared(vmtiWeak weak);
+  void DeleteWeakRef(vmtiWeak weak);
+
+  // ToolHooks.
+  void OnVMInit(VMThread* main) override;
+  void OnVMDeath(VMThread* current) override;
+  void OnThreadStart(VMThread* thread) override;
+  void OnThreadEnd(VMThread* thread) override;
+
+  // gc::SampleObserver.
+  bool SamplingEnabledFor(gc::Mutator* m) override;
+  void OnSampledAllocation(gc::Mutator* m, gc::Value* object_root,
+                           const gc::SampleDecision& decision,
+                           gc::Generation generation) override;
+  // gc::GcObserver.
+  void OnGcStart() override;
+  void OnGcFinish() override;
+  // gc::WeakObserver.
+  void OnWeakEvents(absl::Span<const gc::WeakEvent> events) override;
+
+ private:
+  // Environments in creation order (append-only; see design point 3).
+  size_t EnvironmentCount() const;
+  Environment* EnvironmentAt(size_t i) const;
+  void DeliverWeakEvent(const gc::WeakEvent& e);
+
+  vmtiVMInterface vm_functions_;
+  struct VmHandle {
+    const vmtiVMInterface* functions;
+    ToolInterface* self;
+  } vm_handle_;
+
+  std::vector<AgentLibrary> libraries_;
+  VM* vm_ = nullptr;
+  std::atomic<vmtiPhase> phase_{VMTI_PHASE_ONLOAD};
+  std::atomic<int32_t> interval_;
+
+  mutable absl::Mutex envs_mu_;
+  std::vector<std::unique_ptr<Environment>> envs_ ABSL_GUARDED_BY(envs_mu_);
+  std::atomic<size_t> env_count_{0};
+
+  // Serialises ReconfigureSampling (safepoint-based) calls.
+  absl::Mutex reconfigure_mu_;
+
+  // Weak-event delivery (design point 5).
+  absl::Mutex delivery_mu_;
+  std::deque<gc::WeakEvent> pending_ ABSL_GUARDED_BY(delivery_mu_);
+  bool delivering_ ABSL_GUARDED_BY(delivery_mu_) = false;
+
+  // NewWeakRef handles: slot id + 1, so that null is never a valid handle.
+  absl::Mutex weak_refs_mu_;
+  std::vector<bool> weak_ref_live_ ABSL_GUARDED_BY(weak_refs_mu_);
+};
+
+}  // namespace minivm::agent
+
+#endif  // MINIVM_AGENT_API_TOOL_INTERFACE_H_
