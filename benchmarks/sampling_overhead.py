@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Sampling overhead, as CPU-time ratios against sampling off, in one run.
+
+For each program (an allocation loop, binary trees, a multi-threaded
+allocator) and each configuration:
+  off         no agent
+  off-again   no agent (a second, interleaved sample: the noise floor)
+  capability  the agent holds can_generate_sampled_alloc_events, event off
+  empty       SampledObjectAlloc enabled at 512 KiB, empty callback
+  stackweak   512 KiB, callback takes a 64-frame stack trace and a weak ref
+runs every configuration ROUNDS times, interleaved round by round so that
+machine drift hits all alike, and reports the median CPU time (user + sys of
+the child) and its ratio to `off`.
+
+  benchmarks/sampling_overhead.py --minivm build/bin/minivm \
+      --agent build/benchmarks/agents/libbench_agent.so [--rounds 11]
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+PROGRAMS = [
+    ("alloc_loop", os.path.join(HERE, "programs", "alloc_loop.mv"), ["20000000"]),
+    ("binary_trees", os.path.join(HERE, "programs", "binary_trees.mv"), ["18"]),
+    ("mt_alloc", os.path.join(HERE, "sampling", "mt_alloc.mv"), ["2", "5000000"]),
+]
+
+
+def configs(agent, interval):
+    a = lambda opts: [f"-agentpath:{agent}={opts}"]
+    return [
+        ("off", []),
+        ("off-again", []),
+        ("capability", a("mode=capability")),
+        ("empty", a(f"mode=empty,interval={interval}")),
+        ("stackweak", a(f"mode=stackweak,interval={interval}")),
+    ]
+
+
+def run_once(cmd):
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{err}")
+    return usage.ru_utime + usage.ru_stime
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--minivm", required=True)
+    ap.add_argument("--agent", required=True)
+    ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--interval", type=int, default=512 * 1024)
+    ap.add_argument("--program", action="append", help="only these programs")
+    args = ap.parse_args()
+    cfgs = configs(os.path.abspath(args.agent), args.interval)
+    print(f"minivm sampling overhead: {args.rounds} interleaved rounds, "
+          f"interval {args.interval} B, median CPU seconds (user+sys)")
+    print(f"{'program':14} " + " ".join(f"{name:>12}" for name, _ in cfgs))
+    for name, path, pargs in PROGRAMS:
+        if args.program and name not in args.program:
+            continue
+        times = {c: [] for c, _ in cfgs}
+        for _ in range(args.rounds):
+            for cname, copts in cfgs:
+                times[cname].append(run_once([args.minivm, *copts, path, *pargs]))
+        med = {c: statistics.median(v) for c, v in times.items()}
+        print(f"{name:14} " + " ".join(f"{med[c]:12.3f}" for c, _ in cfgs))
+        print(f"{'  ratio':14} " + " ".join(f"{med[c] / med['off']:12.4f}" for c, _ in cfgs))
+
+
+if __name__ == "__main__":
+    main()
