@@ -122,7 +122,9 @@ bool ToolInterface::SamplingEnabledFor(gc::Mutator* m) {
 
 void ToolInterface::ReconfigureSampling() {
   if (phase() != VMTI_PHASE_LIVE || vm_ == nullptr) return;  // applied at VMInit
-  absl::MutexLock lock(&reconfigure_mu_);
+  // No lock here: a mutator waiting on a mutex could neither poll nor count
+  // as blocked, and would stall the safepoint. Concurrent calls serialise in
+  // the safepoint protocol, and each evaluates the settings current then.
   VMThread* self = CurrentThreadState().thread;
   vm_->heap()->ReconfigureSampling(self != nullptr ? &self->mutator : nullptr, interval());
 }

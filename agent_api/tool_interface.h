@@ -146,9 +146,6 @@ class ToolInterface final : public ToolHooks,
   std::vector<std::unique_ptr<Environment>> envs_ ABSL_GUARDED_BY(envs_mu_);
   std::atomic<size_t> env_count_{0};
 
-  // Serialises ReconfigureSampling (safepoint-based) calls.
-  absl::Mutex reconfigure_mu_;
-
   // Weak-event delivery (design point 5).
   absl::Mutex delivery_mu_;
   std::deque<gc::WeakEvent> pending_ ABSL_GUARDED_BY(delivery_mu_);
