@@ -1,2 +1,88 @@
-// Placeholder until the runtime lands.
-int main() { return 0; }
+// minivm: parse the command line, compile the program, run it.
+//
+// Exit codes (docs/language.md): 0 main returned, 1 runtime error, 2 compile
+// error or bad command line, n exit(n). The process ends through
+// VM::ExitProcess (flush, _exit) so that threads still running are simply
+// stopped, as in Go, and no static destructor runs under them.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "vm/bytecode/disassembler.h"
+#include "vm/compiler/compiler.h"
+#include "vm/runtime/options.h"
+#include "vm/runtime/version.h"
+#include "vm/runtime/vm.h"
+
+namespace {
+
+int Fail(absl::string_view message) {
+  std::fprintf(stderr, "minivm: error: %.*s\n", static_cast<int>(message.size()), message.data());
+  return 2;
+}
+
+bool ReadFile(const std::string& path, std::string* contents, std::string* error) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    *error = std::strerror(errno);
+    return false;
+  }
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) contents->append(buf, n);
+  const bool failed = std::ferror(f) != 0;
+  if (failed) *error = std::strerror(errno);
+  std::fclose(f);
+  return !failed;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::StatusOr<minivm::Options> options = minivm::ParseOptions(argc, argv);
+  if (!options.ok()) return Fail(options.status().message());
+  if (options->help) {
+    std::fputs(minivm::UsageText().c_str(), stdout);
+    return 0;
+  }
+  if (options->version) {
+    std::printf("%s\n", minivm::VersionString());
+    return 0;
+  }
+
+  std::string source;
+  std::string error;
+  if (!ReadFile(options->program_path, &source, &error)) {
+    return Fail(absl::StrCat("cannot read '", options->program_path, "': ", error));
+  }
+  minivm::CompileResult compiled = minivm::Compile(options->program_path, source);
+  if (!compiled.errors.empty() || compiled.program == nullptr) {
+    for (const minivm::Diagnostic& d : compiled.errors) {
+      std::fprintf(stderr, "%s\n", minivm::FormatDiagnostic(options->program_path, d).c_str());
+    }
+    return 2;
+  }
+  if (options->disassemble) {
+    std::fputs(minivm::Disassemble(*compiled.program).c_str(), stdout);
+    return 0;
+  }
+
+  minivm::VmOptions vm_options;
+  vm_options.heap.max_heap_bytes = options->heap_bytes;
+  vm_options.heap.young_bytes = options->young_bytes;
+  vm_options.heap.verbose_gc = options->verbose_gc;
+  vm_options.heap.verify_heap = options->verify_heap;
+  vm_options.heap.gc_stress_every = options->gc_stress;
+  vm_options.seed = options->seed;
+  vm_options.stack_depth = options->stack_depth;
+  vm_options.program_args = options->program_args;
+  vm_options.exit_process = true;
+  absl::StatusOr<std::unique_ptr<minivm::VM>> vm =
+      minivm::VM::Create(std::move(compiled.program), std::move(vm_options));
+  if (!vm.ok()) return Fail(vm.status().message());
+  const int code = (*vm)->Run();
+  (*vm)->ExitProcess(code);
+}

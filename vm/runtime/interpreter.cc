@@ -1,0 +1,577 @@
+// The dispatch loop.
+//
+// Design:
+//  1. Computed goto (GCC labels as values): one indirect jump per
+//     instruction, each from its own site. pc always points at the start of
+//     the current instruction; an instruction advances it by its length.
+//  2. sp, pc, the frame, its base and its field caches live in locals
+//     (registers). SYNC() writes sp to the thread and pc to the frame before
+//     anything that may allocate, collect, block or stop at a safepoint, and
+//     before raising an error (so traces and the collector see the precise
+//     state). After such a point every reference is re-read from its stack
+//     slot: a moving collection rewrites slots, never C++ locals.
+//  3. Integer fast paths work on the tagged bits (int tag bit 0 = 1):
+//     a + b is bits(a) + bits(b) - 1, which wraps at 63 bits exactly as the
+//     language requires. Everything else (strings, errors, field-cache
+//     misses) is in out-of-line cold helpers, keeping the loop small.
+//  4. CALL and RETURN push and pop Frames in the thread's frame array; the
+//     loop never recurses, so no program can overflow the native stack.
+//     The loop returns when the frame it was entered with returns.
+//  5. Safepoint polls at LOOP (back-edges) and CALL: a relaxed-cost load of
+//     the mutator's poll word, with SYNC() only on the rare taken path.
+//  6. Memory model: globals, fields and elements are plain 8-byte stores and
+//     loads. Programs that share state between threads without join are racy
+//     by the language's definition (docs/language.md, "Threads"); aligned
+//     8-byte accesses never tear on our hosts, and a release fence after an
+//     object's initialisation (NEW, allocating built-ins, concatenation)
+//     keeps a racily published object's header and fields visible before
+//     its reference, as the JVM's StoreStore barrier after allocation does.
+//     Rejected: atomics on every field access (they cannot make racy
+//     programs TSan-clean anyway, since headers are written by the
+//     allocator).
+#include "vm/runtime/interpreter.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "absl/base/optimization.h"
+#include "absl/strings/str_cat.h"
+#include "gc/heap.h"
+#include "vm/bytecode/builtins.h"
+#include "vm/bytecode/opcodes.h"
+#include "vm/runtime/builtin_classes.h"
+#include "vm/runtime/builtins.h"
+#include "vm/runtime/strings.h"
+#include "vm/runtime/vm.h"
+
+namespace minivm {
+namespace {
+
+using gc::Object;
+using gc::Value;
+
+constexpr int Len(Opcode op) {
+  switch (op) {
+    case Opcode::PUSH_INT:
+      return 9;
+    case Opcode::PUSH_STRING:
+    case Opcode::LOAD_GLOBAL:
+    case Opcode::STORE_GLOBAL:
+    case Opcode::JUMP:
+    case Opcode::JUMP_IF_FALSE:
+    case Opcode::LOOP:
+      return 5;
+    case Opcode::LOAD_LOCAL:
+    case Opcode::STORE_LOCAL:
+      return 3;
+    case Opcode::GET_FIELD:
+    case Opcode::SET_FIELD:
+      return 9;
+    case Opcode::CALL:
+    case Opcode::NEW:
+    case Opcode::SPAWN:
+      return 6;
+    case Opcode::CALL_BUILTIN:
+      return 3;
+    default:
+      return 1;
+  }
+}
+
+const char* OpSymbol(Opcode op) {
+  switch (op) {
+    case Opcode::ADD:
+      return "+";
+    case Opcode::SUB:
+      return "-";
+    case Opcode::MUL:
+      return "*";
+    case Opcode::DIV:
+      return "/";
+    case Opcode::MOD:
+      return "%";
+    case Opcode::LT:
+      return "<";
+    case Opcode::LE:
+      return "<=";
+    case Opcode::GT:
+      return ">";
+    case Opcode::GE:
+      return ">=";
+    default:
+      return "?";
+  }
+}
+
+// Binary arithmetic and comparisons when the fast path did not apply.
+// operands[0], operands[1] are the stack slots; the result goes to
+// operands[0].
+[[gnu::noinline, gnu::cold]] bool BinarySlow(VMThread* t, Opcode op, Value* operands) {
+  const Value a = operands[0];
+  const Value b = operands[1];
+  if (a.IsInt() && b.IsInt()) {
+    const int64_t x = a.AsInt();
+    const int64_t y = b.AsInt();
+    if (y == 0) {
+      t->Raise(ErrorKind::kDivisionByZero, absl::StrCat(x, " ", OpSymbol(op), " 0"));
+      return false;
+    }
+    // |x|, |y| < 2^62, so neither quotient nor remainder overflows int64;
+    // kMinInt / -1 = 2^62 wraps to kMinInt in Value::Int, as documented.
+    operands[0] = Value::Int(op == Opcode::DIV ? x / y : x % y);
+    return true;
+  }
+  if (op == Opcode::ADD && IsString(a) && IsString(b)) {
+    Object* s = ConcatStrings(t, &operands[0], &operands[1]);
+    if (s == nullptr) return false;
+    std::atomic_thread_fence(std::memory_order_release);  // see NEW
+    operands[0] = Value::Ref(s);
+    return true;
+  }
+  if (op == Opcode::ADD) {
+    t->Raise(ErrorKind::kTypeError, absl::StrCat("+ expects two ints or two Strings, got ",
+                                                 TypeName(a), " and ", TypeName(b)));
+  } else {
+    t->Raise(ErrorKind::kTypeError, absl::StrCat(OpSymbol(op), " expects two ints, got ",
+                                                 TypeName(a), " and ", TypeName(b)));
+  }
+  return false;
+}
+
+[[gnu::noinline]] bool ValuesEqualSlow(Value a, Value b) {
+  // Identical bits were handled inline.
+  return IsString(a) && IsString(b) && StringEquals(a.AsRef(), b.AsRef());
+}
+
+[[gnu::noinline, gnu::cold]] void RaiseNegType(VMThread* t, Value a) {
+  t->Raise(ErrorKind::kTypeError, absl::StrCat("unary - expects an int, got ", TypeName(a)));
+}
+
+// Resolves a field for `obj` (an arbitrary value) through the Klass, updates
+// the cache; returns the slot or -1 with the error raised.
+[[gnu::noinline]] int ResolveField(VMThread* t, Value obj, uint32_t symbol, FieldCache* cache,
+                                   bool write) {
+  const Program& program = t->vm->program();
+  if (obj.IsNull()) {
+    t->Raise(ErrorKind::kNullDereference,
+             absl::StrCat(write ? "cannot write field '" : "cannot read field '",
+                          program.symbols.Name(symbol), "' of null"));
+    return -1;
+  }
+  if (obj.IsRef()) {
+    const Klass* k = KlassOf(obj.AsRef());
+    const int slot = k->kind == gc::LayoutKind::kFields ? k->FieldIndex(symbol) : -1;
+    if (slot >= 0) {
+      if (slot <= 0xFFFF) cache->Update(k, slot);
+      return slot;
+    }
+  }
+  t->Raise(ErrorKind::kUnknownField,
+           absl::StrCat(TypeName(obj), " has no field '", program.symbols.Name(symbol), "'"));
+  return -1;
+}
+
+// Checks an index operation's receiver and index; returns the element index
+// or -1 with the error raised.
+int64_t CheckIndex(VMThread* t, Value obj, Value index, bool write) {
+  if (obj.IsNull()) {
+    t->Raise(ErrorKind::kNullDereference,
+             write ? "cannot assign an element of null" : "cannot index null");
+    return -1;
+  }
+  if (!IsArray(obj) && !IsBytes(obj) && !IsString(obj)) {
+    t->Raise(ErrorKind::kTypeError, absl::StrCat("cannot index ", TypeName(obj)));
+    return -1;
+  }
+  if (write && IsString(obj)) {
+    t->Raise(ErrorKind::kTypeError, "cannot assign an element of a String (Strings are immutable)");
+    return -1;
+  }
+  const uint64_t length = obj.AsRef()->length();
+  if (!index.IsInt() || index.AsInt() < 0 || static_cast<uint64_t>(index.AsInt()) >= length) {
+    t->Raise(ErrorKind::kIndexOutOfRange,
+             absl::StrCat("index ", DescribeValue(index), " out of range for ", TypeName(obj),
+                          " of length ", length));
+    return -1;
+  }
+  return index.AsInt();
+}
+
+// [obj, i] -> [obj[i]] in operands[0].
+[[gnu::noinline]] bool GetIndexSlow(VMThread* t, Value* operands) {
+  const Value obj = operands[0];
+  const int64_t i = CheckIndex(t, obj, operands[1], /*write=*/false);
+  if (i < 0) return false;
+  if (IsArray(obj)) {
+    operands[0] = obj.AsRef()->elements()[i];
+  } else {
+    operands[0] = Value::Int(obj.AsRef()->bytes()[i]);
+  }
+  return true;
+}
+
+// [obj, i, v]: obj[i] = v.
+[[gnu::noinline]] bool SetIndexSlow(VMThread* t, Value* operands) {
+  const Value obj = operands[0];
+  const Value v = operands[2];
+  const int64_t i = CheckIndex(t, obj, operands[1], /*write=*/true);
+  if (i < 0) return false;
+  if (IsArray(obj)) {
+    obj.AsRef()->elements()[i] = v;
+    gc::WriteBarrier(&t->mutator, obj.AsRef(), v);
+    return true;
+  }
+  if (!v.IsInt() || v.AsInt() < 0 || v.AsInt() > 255) {
+    t->Raise(ErrorKind::kValueError,
+             absl::StrCat("byte value ", DescribeValue(v), " not in 0..255"));
+    return false;
+  }
+  obj.AsRef()->bytes()[i] = static_cast<uint8_t>(v.AsInt());
+  return true;
+}
+
+[[gnu::noinline, gnu::cold]] void RaiseStackOverflow(VMThread* t, bool frames) {
+  if (frames) {
+    t->Raise(ErrorKind::kStackOverflow,
+             absl::StrCat("more than ", t->vm->options().stack_depth, " calls deep"));
+  } else {
+    t->Raise(ErrorKind::kStackOverflow,
+             absl::StrCat("the value stack is full (", t->stack_slots(), " slots)"));
+  }
+}
+
+[[gnu::noinline, gnu::cold]] void RaiseHeapExhausted(VMThread* t, size_t size) {
+  t->Raise(ErrorKind::kHeapExhausted, absl::StrCat("cannot allocate ", size, " bytes"));
+}
+
+[[gnu::noinline, gnu::cold, noreturn]] void BadOpcode(const uint8_t* pc) {
+  std::fprintf(stderr, "minivm: fatal: invalid opcode %d\n", *pc);
+  std::abort();
+}
+
+// Pushes a frame for `fn` whose arguments are the top `fn->arity` slots
+// below `sp`. Returns false (nothing changed) on overflow.
+inline bool EnterFrame(VMThread* t, Frame* f, const Function* fn, Value* sp) {
+  Value* base = sp - fn->arity;
+  if (ABSL_PREDICT_FALSE(f >= t->frames_end)) return false;
+  if (ABSL_PREDICT_FALSE(base + fn->num_locals + fn->max_stack + kStackSlack > t->stack_end)) {
+    return false;
+  }
+  for (Value* p = sp; p < base + fn->num_locals; ++p) *p = Value::Null();
+  f->fn = fn;
+  f->pc = fn->code.data();
+  f->base = base;
+  return true;
+}
+
+}  // namespace
+
+Outcome Interpret(VMThread* t, const Function* entry_fn) {
+  VM* const vm = t->vm;
+  Value* const globals = vm->globals();
+  const Value* const strings = vm->string_constants();
+  const Function* const* const functions = vm->functions();
+  const Klass* const* const classes = vm->classes();
+  gc::Mutator* const m = &t->mutator;
+
+  Frame* frame = t->fp + 1;
+  Frame* const entry = frame;
+  if (!EnterFrame(t, frame, entry_fn, t->sp)) {
+    RaiseStackOverflow(t, frame >= t->frames_end);
+    return Outcome::kError;
+  }
+  t->fp = frame;
+  Value* base = frame->base;
+  Value* sp = base + entry_fn->num_locals;
+  const uint8_t* pc = frame->pc;
+  FieldCache* caches = entry_fn->field_caches.get();
+
+  // The compiler only emits valid opcodes; debug builds check.
+  static const void* const kDispatch[kNumOpcodes] = {
+#define MINIVM_LABEL(name, operands, effect, doc) &&op_##name,
+      MINIVM_OPCODES(MINIVM_LABEL)
+#undef MINIVM_LABEL
+  };
+
+#ifdef NDEBUG
+#define DISPATCH() goto* kDispatch[*pc]
+#else
+#define DISPATCH()                       \
+  do {                                   \
+    if (*pc >= kNumOpcodes) goto op_bad; \
+    goto* kDispatch[*pc];                \
+  } while (0)
+#endif
+#define NEXT(op)           \
+  do {                     \
+    pc += Len(Opcode::op); \
+    DISPATCH();            \
+  } while (0)
+#define SYNC()      \
+  do {              \
+    frame->pc = pc; \
+    t->sp = sp;     \
+  } while (0)
+
+  DISPATCH();
+
+op_PUSH_INT:
+  *sp++ = Value::FromBits(ReadV64(pc + 1));
+  NEXT(PUSH_INT);
+op_PUSH_NULL:
+  *sp++ = Value::Null();
+  NEXT(PUSH_NULL);
+op_PUSH_STRING:
+  *sp++ = strings[ReadU32(pc + 1)];
+  NEXT(PUSH_STRING);
+op_POP:
+  --sp;
+  NEXT(POP);
+op_LOAD_LOCAL:
+  *sp++ = base[ReadU16(pc + 1)];
+  NEXT(LOAD_LOCAL);
+op_STORE_LOCAL:
+  base[ReadU16(pc + 1)] = *--sp;
+  NEXT(STORE_LOCAL);
+op_LOAD_GLOBAL:
+  *sp++ = globals[ReadU32(pc + 1)];
+  NEXT(LOAD_GLOBAL);
+op_STORE_GLOBAL:
+  globals[ReadU32(pc + 1)] = *--sp;
+  NEXT(STORE_GLOBAL);
+
+op_GET_FIELD : {
+  const Value obj = sp[-1];
+  int slot = -1;
+  if (ABSL_PREDICT_TRUE(obj.IsRef())) {
+    slot = caches[ReadU32(pc + 5)].Lookup(KlassOf(obj.AsRef()));
+  }
+  if (ABSL_PREDICT_FALSE(slot < 0)) {
+    SYNC();
+    slot = ResolveField(t, obj, ReadU32(pc + 1), &caches[ReadU32(pc + 5)], false);
+    if (slot < 0) return Outcome::kError;
+  }
+  sp[-1] = obj.AsRef()->fields()[slot];
+  NEXT(GET_FIELD);
+}
+op_SET_FIELD : {
+  const Value obj = sp[-2];
+  const Value v = sp[-1];
+  int slot = -1;
+  if (ABSL_PREDICT_TRUE(obj.IsRef())) {
+    slot = caches[ReadU32(pc + 5)].Lookup(KlassOf(obj.AsRef()));
+  }
+  if (ABSL_PREDICT_FALSE(slot < 0)) {
+    SYNC();
+    slot = ResolveField(t, obj, ReadU32(pc + 1), &caches[ReadU32(pc + 5)], true);
+    if (slot < 0) return Outcome::kError;
+  }
+  obj.AsRef()->fields()[slot] = v;
+  gc::WriteBarrier(m, obj.AsRef(), v);
+  sp -= 2;
+  NEXT(SET_FIELD);
+}
+op_GET_INDEX : {
+  const Value obj = sp[-2];
+  const Value i = sp[-1];
+  if (ABSL_PREDICT_TRUE(IsArray(obj) && i.IsInt() &&
+                        static_cast<uint64_t>(i.AsInt()) < obj.AsRef()->length())) {
+    sp[-2] = obj.AsRef()->elements()[i.AsInt()];
+  } else {
+    SYNC();
+    if (!GetIndexSlow(t, sp - 2)) return Outcome::kError;
+  }
+  --sp;
+  NEXT(GET_INDEX);
+}
+op_SET_INDEX : {
+  const Value obj = sp[-3];
+  const Value i = sp[-2];
+  const Value v = sp[-1];
+  if (ABSL_PREDICT_TRUE(IsArray(obj) && i.IsInt() &&
+                        static_cast<uint64_t>(i.AsInt()) < obj.AsRef()->length())) {
+    obj.AsRef()->elements()[i.AsInt()] = v;
+    gc::WriteBarrier(m, obj.AsRef(), v);
+  } else {
+    SYNC();
+    if (!SetIndexSlow(t, sp - 3)) return Outcome::kError;
+  }
+  sp -= 3;
+  NEXT(SET_INDEX);
+}
+
+#define INT_BINARY(op, expr)                                          \
+  op_##op : {                                                         \
+    const Value a = sp[-2];                                           \
+    const Value b = sp[-1];                                           \
+    if (ABSL_PREDICT_TRUE(a.IsInt() && b.IsInt())) {                  \
+      sp[-2] = (expr);                                                \
+    } else {                                                          \
+      SYNC();                                                         \
+      if (!BinarySlow(t, Opcode::op, sp - 2)) return Outcome::kError; \
+    }                                                                 \
+    --sp;                                                             \
+    NEXT(op);                                                         \
+  }
+  INT_BINARY(ADD, Value::FromBits(a.bits() + b.bits() - 1))
+  INT_BINARY(SUB, Value::FromBits(a.bits() - b.bits() + 1))
+  INT_BINARY(MUL, Value::Int(static_cast<int64_t>(static_cast<uint64_t>(a.AsInt()) *
+                                                  static_cast<uint64_t>(b.AsInt()))))
+  INT_BINARY(LT, Value::Int(static_cast<int64_t>(a.bits()) < static_cast<int64_t>(b.bits())))
+  INT_BINARY(LE, Value::Int(static_cast<int64_t>(a.bits()) <= static_cast<int64_t>(b.bits())))
+  INT_BINARY(GT, Value::Int(static_cast<int64_t>(a.bits()) > static_cast<int64_t>(b.bits())))
+  INT_BINARY(GE, Value::Int(static_cast<int64_t>(a.bits()) >= static_cast<int64_t>(b.bits())))
+#undef INT_BINARY
+
+op_DIV:
+op_MOD : {
+  const Value a = sp[-2];
+  const Value b = sp[-1];
+  // The fast path excludes 0 (error) and -1 (kMinInt / -1 wraps; the slow
+  // path's int64 arithmetic handles it without overflow).
+  if (ABSL_PREDICT_TRUE(a.IsInt() && b.IsInt() && b.AsInt() > 0)) {
+    sp[-2] = Value::Int(*pc == static_cast<uint8_t>(Opcode::DIV) ? a.AsInt() / b.AsInt()
+                                                                 : a.AsInt() % b.AsInt());
+  } else {
+    SYNC();
+    if (!BinarySlow(t, static_cast<Opcode>(*pc), sp - 2)) return Outcome::kError;
+  }
+  --sp;
+  pc += 1;
+  DISPATCH();
+}
+op_EQ:
+op_NE : {
+  const Value a = sp[-2];
+  const Value b = sp[-1];
+  bool equal = a == b;
+  if (!equal && a.IsRef() && b.IsRef()) equal = ValuesEqualSlow(a, b);
+  sp[-2] = Value::Int(equal == (*pc == static_cast<uint8_t>(Opcode::EQ)));
+  --sp;
+  pc += 1;
+  DISPATCH();
+}
+op_NEG : {
+  const Value a = sp[-1];
+  if (ABSL_PREDICT_FALSE(!a.IsInt())) {
+    SYNC();
+    RaiseNegType(t, a);
+    return Outcome::kError;
+  }
+  sp[-1] = Value::FromBits(uint64_t{2} - a.bits());
+  NEXT(NEG);
+}
+op_NOT:
+  sp[-1] = Value::Int(!sp[-1].IsTruthy());
+  NEXT(NOT);
+
+op_JUMP:
+  pc += Len(Opcode::JUMP) + ReadI32(pc + 1);
+  DISPATCH();
+op_JUMP_IF_FALSE:
+  if ((*--sp).IsTruthy()) {
+    pc += Len(Opcode::JUMP_IF_FALSE);
+  } else {
+    pc += Len(Opcode::JUMP_IF_FALSE) + ReadI32(pc + 1);
+  }
+  DISPATCH();
+op_LOOP:
+  pc += Len(Opcode::LOOP) + ReadI32(pc + 1);
+  if (ABSL_PREDICT_FALSE(m->poll.load(std::memory_order_acquire) != 0)) {
+    SYNC();
+    vm->heap()->SafepointPoll(m);
+  }
+  DISPATCH();
+
+op_CALL : {
+  const Function* callee = functions[ReadU32(pc + 1)];
+  SYNC();  // the caller's pc is its return point; also for the poll below
+  if (ABSL_PREDICT_FALSE(m->poll.load(std::memory_order_acquire) != 0)) {
+    vm->heap()->SafepointPoll(m);
+  }
+  Frame* next = frame + 1;
+  if (ABSL_PREDICT_FALSE(!EnterFrame(t, next, callee, sp))) {
+    RaiseStackOverflow(t, next >= t->frames_end);
+    return Outcome::kError;
+  }
+  frame = next;
+  t->fp = frame;
+  base = frame->base;
+  sp = base + callee->num_locals;
+  pc = frame->pc;
+  caches = callee->field_caches.get();
+  DISPATCH();
+}
+op_RETURN : {
+  const Value result = sp[-1];
+  sp = base;
+  *sp++ = result;
+  if (ABSL_PREDICT_FALSE(frame == entry)) {
+    t->sp = sp;
+    t->fp = frame - 1;
+    return Outcome::kReturn;
+  }
+  --frame;
+  t->fp = frame;
+  base = frame->base;
+  pc = frame->pc + Len(Opcode::CALL);
+  caches = frame->fn->field_caches.get();
+  DISPATCH();
+}
+op_CALL_BUILTIN : {
+  const int argc = pc[2];
+  SYNC();
+  Value* args = sp - argc;
+  const Outcome o = CallBuiltin(t, static_cast<Builtin>(pc[1]), args, argc);
+  if (ABSL_PREDICT_FALSE(o != Outcome::kReturn)) return o;
+  sp = args + 1;
+  NEXT(CALL_BUILTIN);
+}
+op_NEW : {
+  const Klass* k = classes[ReadU32(pc + 1)];
+  const int argc = pc[5];
+  SYNC();
+  const size_t size = gc::FieldsObjectSize(k->field_count);
+  Object* obj = gc::Allocate(m, k, size, 0);
+  if (ABSL_PREDICT_FALSE(obj == nullptr)) {
+    RaiseHeapExhausted(t, size);
+    return Outcome::kError;
+  }
+  // The arguments are re-read from their slots: the allocation may have
+  // moved what they reference.
+  Value* args = sp - argc;
+  Value* fields = obj->fields();
+  for (int i = 0; i < argc; ++i) {
+    fields[i] = args[i];
+    gc::WriteBarrier(m, obj, args[i]);
+  }
+  // Publication: the header and fields must be visible before any racy store
+  // of the reference is (a StoreStore barrier, as the JVM emits after
+  // allocation; free on x86-64, needed on AArch64).
+  std::atomic_thread_fence(std::memory_order_release);
+  sp = args;
+  *sp++ = Value::Ref(obj);
+  NEXT(NEW);
+}
+op_SPAWN : {
+  const Function* callee = functions[ReadU32(pc + 1)];
+  const int argc = pc[5];
+  SYNC();
+  Value* args = sp - argc;
+  Value result;
+  if (!vm->Spawn(t, callee, args, argc, &result)) return Outcome::kError;
+  sp = args;
+  *sp++ = result;
+  NEXT(SPAWN);
+}
+op_bad:
+  __attribute__((unused));
+  BadOpcode(pc);
+
+#undef SYNC
+#undef NEXT
+#undef DISPATCH
+}
+
+}  // namespace minivm

@@ -1,0 +1,25 @@
+// The bytecode interpreter: one non-recursive dispatch loop per thread.
+#ifndef MINIVM_VM_RUNTIME_INTERPRETER_H_
+#define MINIVM_VM_RUNTIME_INTERPRETER_H_
+
+#include "vm/bytecode/program.h"
+#include "vm/runtime/thread.h"
+
+namespace minivm {
+
+enum class Outcome {
+  kReturn,  // the function returned; its result is t->sp[-1]
+  kError,   // t->error is set; t->fp/t->sp still describe the faulting frame
+  kExit,    // exit(n) was called (t->exit_code) and the VM does not end the process
+};
+
+// Runs `fn` on thread `t` until it returns. Its `fn->arity` arguments are the
+// top slots of t's value stack (below t->sp). On kReturn the arguments are
+// replaced by the result. On kError and kExit the caller reads the trace, if
+// it wants one, and then restores t->fp and t->sp to what they were.
+// The calling OS thread must be the one `t` is attached for.
+Outcome Interpret(VMThread* t, const Function* fn);
+
+}  // namespace minivm
+
+#endif  // MINIVM_VM_RUNTIME_INTERPRETER_H_

@@ -1,0 +1,155 @@
+#include "vm/runtime/options.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace minivm {
+namespace {
+
+// Splits "--name=value"; returns false if `arg` is not `name` with a value.
+bool ValueOf(absl::string_view arg, absl::string_view name, absl::string_view* value) {
+  if (!absl::StartsWith(arg, name) || arg.size() <= name.size() || arg[name.size()] != '=') {
+    return false;
+  }
+  *value = arg.substr(name.size() + 1);
+  return true;
+}
+
+absl::StatusOr<uint64_t> ParseCount(absl::string_view option, absl::string_view text, uint64_t min,
+                                    uint64_t max) {
+  uint64_t n;
+  if (text.empty() || text[0] == '+' || text[0] == '-' || !absl::SimpleAtoi(text, &n) || n < min ||
+      n > max) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid value '", text, "' for ", option,
+                                                   " (expected an integer from ", min, " to ", max,
+                                                   ")"));
+  }
+  return n;
+}
+
+}  // namespace
+
+absl::StatusOr<size_t> ParseSize(std::string_view text_in) {
+  const absl::string_view text(text_in.data(), text_in.size());
+  if (text.empty()) return absl::InvalidArgumentError("empty size");
+  int shift = 0;
+  switch (text.back()) {
+    case 'k':
+    case 'K':
+      shift = 10;
+      break;
+    case 'm':
+    case 'M':
+      shift = 20;
+      break;
+    case 'g':
+    case 'G':
+      shift = 30;
+      break;
+    default:
+      break;
+  }
+  absl::string_view digits = shift != 0 ? text.substr(0, text.size() - 1) : text;
+  uint64_t n;
+  if (digits.empty() || digits[0] == '+' || digits[0] == '-' || !absl::SimpleAtoi(digits, &n) ||
+      n > (uint64_t{1} << 48) >> shift) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid size '", text, "'"));
+  }
+  return static_cast<size_t>(n << shift);
+}
+
+absl::StatusOr<Options> ParseOptions(int argc, const char* const* argv) {
+  Options o;
+  int i = 1;
+  for (; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg.empty() || arg[0] != '-') break;  // the program
+    absl::string_view v;
+    if (arg == "--help" || arg == "-h") {
+      o.help = true;
+    } else if (arg == "--version") {
+      o.version = true;
+    } else if (ValueOf(arg, "--heap", &v)) {
+      absl::StatusOr<size_t> s = ParseSize(std::string_view(v.data(), v.size()));
+      if (!s.ok())
+        return absl::InvalidArgumentError(absl::StrCat("--heap: ", s.status().message()));
+      o.heap_bytes = *s;
+    } else if (ValueOf(arg, "--young", &v)) {
+      absl::StatusOr<size_t> s = ParseSize(std::string_view(v.data(), v.size()));
+      if (!s.ok())
+        return absl::InvalidArgumentError(absl::StrCat("--young: ", s.status().message()));
+      if (*s == 0) return absl::InvalidArgumentError("--young: the size must be positive");
+      o.young_bytes = *s;
+    } else if (ValueOf(arg, "--seed", &v)) {
+      absl::StatusOr<uint64_t> n = ParseCount("--seed", v, 0, UINT64_MAX);
+      if (!n.ok()) return n.status();
+      o.seed = *n;
+    } else if (ValueOf(arg, "--stack-depth", &v)) {
+      absl::StatusOr<uint64_t> n = ParseCount("--stack-depth", v, 1, uint64_t{1} << 24);
+      if (!n.ok()) return n.status();
+      o.stack_depth = *n;
+    } else if (arg == "--verbose:gc") {
+      o.verbose_gc = true;
+    } else if (arg == "--verify-heap") {
+      o.verify_heap = true;
+    } else if (ValueOf(arg, "--gc-stress", &v)) {
+      absl::StatusOr<uint64_t> n = ParseCount("--gc-stress", v, 1, UINT64_MAX);
+      if (!n.ok()) return n.status();
+      o.gc_stress = *n;
+    } else if (arg == "--disassemble") {
+      o.disassemble = true;
+    } else if (ValueOf(arg, "--jit", &v)) {
+      if (v == "off") {
+        o.jit = JitMode::kOff;
+      } else if (v == "auto" || v == "eager") {
+        return absl::UnimplementedError(
+            absl::StrCat("--jit=", v, ": the JIT tier is not built yet"));
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat("invalid value '", v, "' for --jit (expected off, auto or eager)"));
+      }
+    } else if (absl::StartsWith(arg, "-agentpath:") || absl::StartsWith(arg, "-agentlib:")) {
+      return absl::UnimplementedError("agents are not supported yet");
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown option '", arg, "'"));
+    }
+  }
+  if (o.young_bytes != 0 && o.young_bytes >= o.heap_bytes) {
+    return absl::InvalidArgumentError(
+        "--young: the young generation must be smaller than the heap");
+  }
+  if (o.help || o.version) return o;
+  if (i >= argc) return absl::InvalidArgumentError("no program given (try --help)");
+  o.program_path = argv[i++];
+  for (; i < argc; ++i) o.program_args.emplace_back(argv[i]);
+  return o;
+}
+
+std::string UsageText() {
+  return R"(usage: minivm [options] program.mv [program arguments...]
+
+Options come before the program; everything after it is the program's.
+
+  --heap=<size>              maximum heap, e.g. 64m, 1g, 512k, or bytes (default 1g)
+  --young=<size>             young generation size (must be smaller than the heap)
+  --seed=<n>                 seed for rand and the heap sampler (default 0)
+  --stack-depth=<n>          maximum call depth per thread (default 10000)
+  --verbose:gc               one line per collection on stderr
+  --verify-heap              check the whole heap before and after every collection
+  --gc-stress=<n>            collect at every n-th allocation slow path (testing)
+  --disassemble              print the program's bytecode instead of running it
+  --jit=off|auto|eager       the JIT tier (only off until the JIT lands)
+  -agentpath:<path>[=<opts>] load an agent library
+  -agentlib:<name>[=<opts>]  load lib<name>.so from the VM's agent folder
+  --help                     this text
+  --version                  the VM's version
+
+Exit codes: 0 main returned, 1 runtime error, 2 compile error or bad command
+line, n exit(n).
+)";
+}
+
+}  // namespace minivm

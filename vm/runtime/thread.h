@@ -1,0 +1,145 @@
+// VMThread: one language thread — its Mutator, value stack, frames, PRNG and
+// pending error.
+//
+// Design (what the collector, the sampler, agents and the JIT rely on):
+//
+//  1. The gc::Mutator is the first member, so a VMThread* is a gc::Mutator*
+//     (static_assert below). Compiled code will pass one pointer around.
+//  2. Values live on a VM-managed stack, a contiguous array reserved with
+//     mmap(MAP_NORESERVE): frame slots are [base, base + num_locals) followed
+//     by the operand stack. `sp` is the PRECISE top: the collector scans
+//     exactly [stack_begin, sp) (VM::VisitMutatorRoots). The interpreter keeps
+//     sp and pc in registers and writes them back (sp here, pc into the top
+//     frame) before anything that can allocate, collect or stop the thread.
+//     Nothing above sp is ever scanned, so stale slots there are harmless.
+//  3. Frames are a separate array (not interleaved with values), so a stack
+//     walk for a trace or an agent's GetStackTrace needs no knowledge of the
+//     value layout. A frame's pc is the start of the instruction it is at: for
+//     the top frame the faulting/polling instruction, for callers their CALL.
+//  4. Calls never recurse natively: CALL pushes a Frame, RETURN pops one, so a
+//     program cannot overflow the native stack. Depth is bounded by
+//     --stack-depth frames and by the value stack's size; both raise
+//     `stack overflow`.
+//  Rejected: values and frames on the native stack (would need conservative
+//  or stack-map scanning before the JIT exists, and native overflow checks);
+//  a linked list of heap-allocated frames (an allocation per call).
+#ifndef MINIVM_VM_RUNTIME_THREAD_H_
+#define MINIVM_VM_RUNTIME_THREAD_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "gc/heap.h"
+#include "gc/mutator.h"
+#include "gc/object.h"
+#include "vm/bytecode/program.h"
+#include "vm/runtime/errors.h"
+#include "vm/runtime/rng.h"
+
+namespace minivm {
+
+class VM;
+
+struct Frame {
+  const Function* fn;
+  const uint8_t* pc;  // start of the current instruction (see 3. above)
+  gc::Value* base;    // first slot: parameter 0
+};
+
+// Slots above a frame's max_stack that a built-in may push as temporary roots
+// without checking (the frame-entry check reserves them).
+inline constexpr size_t kStackSlack = 16;
+inline constexpr size_t kMinValueStackSlots = size_t{1} << 20;
+inline constexpr size_t kTypicalFrameSlots = 256;
+inline constexpr size_t kMaxValueStackSlots = size_t{1} << 30;  // 8 GB reserved
+
+enum class ThreadState { kCreated, kRunning, kFinished };
+
+struct VMThread {
+  // Offset 0 (see 1.). Everything below is the VM's.
+  gc::Mutator mutator;
+
+  gc::Value* sp = nullptr;  // precise top of the value stack (see 2.)
+  Frame* fp = nullptr;      // the current frame; frames_begin - 1 when none
+
+  gc::Value* stack_begin = nullptr;
+  gc::Value* stack_end = nullptr;
+  Frame* frames_begin = nullptr;
+  Frame* frames_end = nullptr;  // frames_begin + --stack-depth
+
+  VM* vm = nullptr;
+  int index = 0;     // spawn order: 0 is main
+  std::string name;  // "main", "thread-1", ...
+  Rng rng;
+
+  // Set by an instruction that fails; read once the loop has returned kError.
+  RuntimeError error;
+  // Set by exit(n) (Outcome::kExit).
+  int exit_code = 0;
+
+  // Lifecycle, guarded by VM::threads_mu_. `start_args` hold the spawn
+  // arguments until the new thread has attached and copied them to its stack;
+  // `result` holds the return value once finished. Both are roots visited by
+  // VM::VisitGlobalRoots.
+  ThreadState state = ThreadState::kCreated;
+  std::vector<gc::Value> start_args;
+  const Function* start_function = nullptr;
+  gc::Value result;
+  std::thread os_thread;
+
+  // Reserves the stacks; CHECK-fails if the address space is exhausted.
+  VMThread(VM* vm, int index, std::string name, size_t stack_depth, Rng rng);
+  ~VMThread();
+  VMThread(const VMThread&) = delete;
+  VMThread& operator=(const VMThread&) = delete;
+
+  static VMThread* FromMutator(gc::Mutator* m) { return reinterpret_cast<VMThread*>(m); }
+  int depth() const { return static_cast<int>(fp - frames_begin + 1); }
+
+  // Records a pending error. The caller has written sp/pc back.
+  void Raise(ErrorKind kind, std::string message) {
+    error.kind = kind;
+    error.message = std::move(message);
+  }
+
+  // Allocates through the heap's entry point (sp/pc must be written back).
+  // On failure raises `heap exhausted` and returns nullptr; sizes above
+  // kMaxObjectSize are refused up front.
+  gc::Object* Allocate(const Klass* klass, size_t size, uint64_t length);
+  // The same with a size that may exceed what size_t can hold (array(n) with
+  // a huge n): refuses anything above kMaxObjectSize.
+  gc::Object* AllocateArray(const Klass* klass, uint64_t length);
+
+  // Temporary roots for built-ins: at most kStackSlack, popped before return.
+  gc::Value* PushRoot(gc::Value v) {
+    *sp = v;
+    return sp++;
+  }
+  void PopRoots(size_t n) { sp -= n; }
+
+  // Unmaps the stacks of a finished, detached thread (a program may spawn
+  // and join many threads; only their results must survive).
+  void ReleaseStacks();
+
+  // The trace of this thread's frames, innermost first. Safe to call on the
+  // thread itself, or on a thread stopped at a safepoint.
+  std::vector<StackTraceEntry> StackTrace(const Program& program) const;
+  // The value stack's slot capacity.
+  size_t stack_slots() const { return static_cast<size_t>(stack_end - stack_begin); }
+
+  // Bytes of the two mappings (kept public: every member shares one access
+  // level so that the class stays standard-layout and offsetof is defined).
+  size_t stack_bytes = 0;
+  size_t frames_bytes = 0;
+};
+
+static_assert(std::is_standard_layout_v<VMThread>);
+static_assert(offsetof(VMThread, mutator) == 0, "a VMThread* must also be its gc::Mutator*");
+
+}  // namespace minivm
+
+#endif  // MINIVM_VM_RUNTIME_THREAD_H_

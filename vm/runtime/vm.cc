@@ -1,0 +1,274 @@
+#include "vm/runtime/vm.h"
+
+#include <unistd.h>
+
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "vm/runtime/builtin_classes.h"
+#include "vm/runtime/errors.h"
+#include "vm/runtime/interpreter.h"
+#include "vm/runtime/strings.h"
+
+namespace minivm {
+
+VM::VM(std::unique_ptr<Program> program, VmOptions options)
+    : program_(std::move(program)), options_(std::move(options)) {
+  for (const auto& f : program_->functions) functions_.push_back(f.get());
+  for (const auto& k : program_->classes) classes_.push_back(k.get());
+  globals_.resize(program_->global_names.size());
+  string_constants_.resize(program_->string_constants.size());
+}
+
+absl::StatusOr<std::unique_ptr<VM>> VM::Create(std::unique_ptr<Program> program,
+                                               VmOptions options) {
+  if (program == nullptr) return absl::InvalidArgumentError("no program");
+  if (program->main_function >= program->functions.size() ||
+      program->init_function >= program->functions.size()) {
+    return absl::InvalidArgumentError("the program has no main or init function");
+  }
+  if (options.stack_depth < 1) {
+    return absl::InvalidArgumentError("--stack-depth must be at least 1");
+  }
+  std::unique_ptr<VM> vm(new VM(std::move(program), std::move(options)));
+  absl::StatusOr<std::unique_ptr<gc::Heap>> heap = gc::Heap::Create(vm->options_.heap, vm.get());
+  if (!heap.ok()) return heap.status();
+  vm->heap_ = *std::move(heap);
+  auto main = std::make_unique<VMThread>(vm.get(), 0, "main", vm->options_.stack_depth,
+                                         Rng(vm->options_.seed, 0));
+  vm->main_thread_ = main.get();
+  std::lock_guard<std::mutex> lock(vm->threads_mu_);
+  vm->threads_.push_back(std::move(main));
+  return vm;
+}
+
+VM::~VM() {
+  std::vector<std::thread*> running;
+  {
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    for (auto& t : threads_) {
+      if (t->os_thread.joinable()) running.push_back(&t->os_thread);
+    }
+  }
+  for (std::thread* th : running) th->join();
+  std::lock_guard<std::mutex> lock(threads_mu_);
+  threads_.clear();
+}
+
+bool VM::MaterializeStrings(VMThread* t) {
+  for (size_t i = 0; i < string_constants_.size(); ++i) {
+    gc::Object* s = NewString(t, program_->string_constants[i]);
+    if (s == nullptr) return false;
+    string_constants_[i] = gc::Value::Ref(s);
+  }
+  return true;
+}
+
+Outcome VM::RunFunction(VMThread* t, const Function* fn, gc::Value* result) {
+  Frame* const saved_fp = t->fp;
+  gc::Value* const saved_sp = t->sp - fn->arity;
+  const Outcome outcome = Interpret(t, fn);
+  if (outcome == Outcome::kReturn) {
+    *result = t->sp[-1];
+  } else if (outcome == Outcome::kError) {
+    ReportError(t);
+  } else {
+    RequestExit(t, t->exit_code);
+  }
+  t->fp = saved_fp;
+  t->sp = saved_sp;
+  return outcome;
+}
+
+int VM::Run() {
+  VMThread* t = main_thread_;
+  heap_->AttachMutator(&t->mutator);
+  int code = 0;
+  gc::Value ignored;
+  if (!MaterializeStrings(t)) {
+    ReportError(t);
+    code = 1;
+  } else {
+    Outcome o = RunFunction(t, functions_[program_->init_function], &ignored);
+    if (o == Outcome::kReturn) {
+      o = RunFunction(t, functions_[program_->main_function], &ignored);
+    }
+    if (o == Outcome::kError) code = 1;
+    if (o == Outcome::kExit) code = t->exit_code;
+  }
+  {
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    t->state = ThreadState::kFinished;
+    thread_finished_.notify_all();
+  }
+  // Without exit_process, a failure in another thread also fails the run.
+  if (code == 0) code = exit_code_.load();
+  heap_->DetachMutator(&t->mutator);
+  return code;
+}
+
+void VM::ExitProcess(int code) {
+  output_mu_.lock();
+  ExitProcessLocked(code);
+}
+
+void VM::ExitProcessLocked(int code) {
+  std::fflush(options_.out);
+  std::fflush(options_.err);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  _exit(code);
+}
+
+void VM::ReportError(VMThread* t) {
+  if (error_reported_.exchange(true)) {
+    if (!options_.exit_process) return;
+    // Another thread is ending the process; never return into the program.
+    gc::BlockedScope blocked(&t->mutator);
+    for (;;) pause();
+  }
+  const std::string text = FormatRuntimeError(t->error, t->StackTrace(*program_), program_->path);
+  output_mu_.lock();
+  std::fflush(options_.out);
+  std::fwrite(text.data(), 1, text.size(), options_.err);
+  std::fflush(options_.err);
+  if (options_.exit_process) ExitProcessLocked(1);
+  output_mu_.unlock();
+  exit_code_.store(1);
+}
+
+void VM::RequestExit(VMThread* t, int code) {
+  (void)t;
+  if (options_.exit_process) ExitProcess(code);
+  int expected = 0;
+  exit_code_.compare_exchange_strong(expected, code);
+}
+
+void VM::WriteLine(VMThread* t, std::string_view line) {
+  // Blocked: a thread waiting for the lock or for a full pipe must not hold
+  // up a safepoint. `line` is C++ memory, not heap memory.
+  gc::BlockedScope blocked(&t->mutator);
+  std::lock_guard<std::mutex> lock(output_mu_);
+  std::fwrite(line.data(), 1, line.size(), options_.out);
+}
+
+size_t VM::thread_count() const {
+  std::lock_guard<std::mutex> lock(threads_mu_);
+  return threads_.size();
+}
+
+void VM::VisitGlobalRoots(gc::RootVisitor& visitor) {
+  visitor.VisitRoots(globals_.data(), globals_.data() + globals_.size());
+  visitor.VisitRoots(string_constants_.data(), string_constants_.data() + string_constants_.size());
+  std::lock_guard<std::mutex> lock(threads_mu_);
+  for (auto& t : threads_) {
+    visitor.VisitRoots(t->start_args.data(), t->start_args.data() + t->start_args.size());
+    visitor.VisitRoot(&t->result);
+  }
+}
+
+void VM::VisitMutatorRoots(gc::Mutator* mutator, gc::RootVisitor& visitor) {
+  VMThread* t = VMThread::FromMutator(mutator);
+  visitor.VisitRoots(t->stack_begin, t->sp);
+}
+
+bool VM::Spawn(VMThread* t, const Function* fn, gc::Value* args, int argc, gc::Value* result) {
+  VMThread* child;
+  int index;
+  {
+    // No allocation and no poll from here to the Allocate below, so the raw
+    // argument Values copied into start_args cannot go stale before the
+    // table (a root) holds them.
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    index = static_cast<int>(threads_.size());
+    auto owned = std::make_unique<VMThread>(this, index, absl::StrCat("thread-", index),
+                                            options_.stack_depth,
+                                            Rng(options_.seed, static_cast<uint64_t>(index)));
+    owned->start_function = fn;
+    owned->start_args.assign(args, args + argc);
+    child = owned.get();
+    threads_.push_back(std::move(owned));
+  }
+  gc::Object* thread_obj = t->Allocate(ThreadKlass(), gc::FieldsObjectSize(kThreadFieldCount), 0);
+  if (thread_obj == nullptr) {
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    child->start_args.clear();
+    child->state = ThreadState::kFinished;
+    return false;
+  }
+  const gc::Value index_value = gc::Value::Int(index);
+  thread_obj->fields()[kThreadIndexField] = index_value;
+  gc::WriteBarrier(&t->mutator, thread_obj, index_value);
+  std::atomic_thread_fence(std::memory_order_release);  // see NEW in interpreter.cc
+  *result = gc::Value::Ref(thread_obj);
+  try {
+    std::thread th([this, child] { ThreadMain(child); });
+    if (options_.exit_process) {
+      th.detach();  // the process ends with _exit; nobody joins OS threads
+    } else {
+      std::lock_guard<std::mutex> lock(threads_mu_);
+      child->os_thread = std::move(th);
+    }
+  } catch (const std::system_error& e) {
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    child->start_args.clear();
+    child->state = ThreadState::kFinished;
+    t->Raise(ErrorKind::kValueError, absl::StrCat("cannot start a thread: ", e.what()));
+    return false;
+  }
+  return true;
+}
+
+void VM::ThreadMain(VMThread* t) {
+  heap_->AttachMutator(&t->mutator);
+  {
+    // Attached and running: no collection can happen until this thread
+    // polls, so the copied Values stay valid.
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    for (gc::Value v : t->start_args) *t->sp++ = v;
+    t->start_args.clear();
+    t->start_args.shrink_to_fit();
+    t->state = ThreadState::kRunning;
+  }
+  gc::Value result;
+  RunFunction(t, t->start_function, &result);
+  {
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    t->result = result;
+    t->state = ThreadState::kFinished;
+    thread_finished_.notify_all();
+  }
+  heap_->DetachMutator(&t->mutator);
+  t->ReleaseStacks();
+}
+
+bool VM::Join(VMThread* t, gc::Value* slot) {
+  const gc::Value v = *slot;
+  if (!IsThread(v)) {
+    t->Raise(ErrorKind::kTypeError, absl::StrCat("join expects a Thread, got ", TypeName(v)));
+    return false;
+  }
+  const int64_t index = v.AsRef()->fields()[kThreadIndexField].AsInt();
+  VMThread* target;
+  {
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    target = threads_[static_cast<size_t>(index)].get();
+  }
+  if (target == t) {
+    t->Raise(ErrorKind::kValueError, "a thread cannot join itself");
+    return false;
+  }
+  {
+    gc::BlockedScope blocked(&t->mutator);
+    std::unique_lock<std::mutex> lock(threads_mu_);
+    thread_finished_.wait(lock, [target] { return target->state == ThreadState::kFinished; });
+  }
+  // Read the result only after leaving the blocked state: it is a reference
+  // a collection may have moved while we waited.
+  std::lock_guard<std::mutex> lock(threads_mu_);
+  *slot = target->result;
+  return true;
+}
+
+}  // namespace minivm

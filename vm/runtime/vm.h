@@ -1,0 +1,135 @@
+// The VM: owns the Program, the Heap, globals, string constants and the
+// thread table, and implements gc::VmInterface (the collector's only way to
+// find roots).
+//
+// Roots (see VisitGlobalRoots / VisitMutatorRoots):
+//   - globals_: one Value per global;
+//   - string_constants_: the Program's constants, materialised once at start
+//     as heap Strings (PUSH_STRING pushes the slot's current value);
+//   - per thread in the table: start_args until the thread has copied them
+//     to its own stack, and result once it has finished (join reads it);
+//   - per attached thread: its value stack [stack_begin, sp).
+//
+// Ending the VM: with VmOptions::exit_process (the minivm binary), main
+// returning, exit(n) in any thread, or a runtime error in any thread flushes
+// stdout and ends the process with _exit while holding the output lock, so
+// no other thread is mid-write and no static destructor runs under running
+// threads (Go semantics: other threads are simply stopped). Without it
+// (in-process tests), Run() returns the exit code instead, and the VM's
+// destructor joins the threads (tests only spawn threads that finish).
+#ifndef MINIVM_VM_RUNTIME_VM_H_
+#define MINIVM_VM_RUNTIME_VM_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gc/heap.h"
+#include "gc/vm_interface.h"
+#include "vm/bytecode/program.h"
+#include "vm/runtime/interpreter.h"
+#include "vm/runtime/thread.h"
+
+namespace minivm {
+
+struct VmOptions {
+  gc::HeapOptions heap;
+  uint64_t seed = 0;           // --seed
+  size_t stack_depth = 10000;  // --stack-depth
+  std::vector<std::string> program_args;
+  FILE* out = stdout;        // print
+  FILE* err = stderr;        // runtime errors
+  bool exit_process = true;  // see the file comment
+};
+
+class VM final : public gc::VmInterface {
+ public:
+  static absl::StatusOr<std::unique_ptr<VM>> Create(std::unique_ptr<Program> program,
+                                                    VmOptions options);
+  ~VM() override;
+  VM(const VM&) = delete;
+  VM& operator=(const VM&) = delete;
+
+  // Runs the global initialisers and then main on the calling OS thread (the
+  // thread named "main") and returns the exit code: 0 when main returned,
+  // 1 after a runtime error, n after exit(n). Call once.
+  int Run();
+
+  // Flushes stdout and stderr and ends the process with `code`.
+  [[noreturn]] void ExitProcess(int code);
+
+  // gc::VmInterface.
+  void VisitGlobalRoots(gc::RootVisitor& visitor) override;
+  void VisitMutatorRoots(gc::Mutator* mutator, gc::RootVisitor& visitor) override;
+
+  // For the interpreter and built-ins.
+  const Program& program() const { return *program_; }
+  const VmOptions& options() const { return options_; }
+  gc::Heap* heap() const { return heap_.get(); }
+  gc::Value* globals() { return globals_.data(); }
+  const gc::Value* string_constants() const { return string_constants_.data(); }
+  const Function* const* functions() const { return functions_.data(); }
+  const Klass* const* classes() const { return classes_.data(); }
+
+  // SPAWN: starts `fn` with the arguments in slots [args, args + argc) on a
+  // new OS thread and stores its Thread object in *result. Raises on `t`
+  // and returns false on failure.
+  bool Spawn(VMThread* t, const Function* fn, gc::Value* args, int argc, gc::Value* result);
+  // join: *slot holds the Thread; the thread's result replaces it.
+  bool Join(VMThread* t, gc::Value* slot);
+
+  // Writes one whole line to stdout under the output lock (lines from
+  // different threads never interleave).
+  void WriteLine(VMThread* t, std::string_view line);
+
+  // A thread's interpreter returned kError: prints the error and trace once
+  // per VM. With exit_process it does not return (the first reporter ends
+  // the process; later ones park until it has).
+  void ReportError(VMThread* t);
+  // exit(code) on thread t. With exit_process it does not return.
+  void RequestExit(VMThread* t, int code);
+
+  // Number of threads ever created, main included.
+  size_t thread_count() const;
+  VMThread* main_thread() const { return main_thread_; }
+
+ private:
+  VM(std::unique_ptr<Program> program, VmOptions options);
+  void ThreadMain(VMThread* t);
+  // Interprets fn on t and handles the outcome; returns the exit code
+  // contribution (0, 1 or exit(n)'s code) and the result in *result.
+  Outcome RunFunction(VMThread* t, const Function* fn, gc::Value* result);
+  bool MaterializeStrings(VMThread* t);
+  // Requires output_mu_.
+  [[noreturn]] void ExitProcessLocked(int code);
+
+  std::unique_ptr<Program> program_;
+  VmOptions options_;
+  std::unique_ptr<gc::Heap> heap_;
+  std::vector<const Function*> functions_;
+  std::vector<const Klass*> classes_;
+  std::vector<gc::Value> globals_;
+  std::vector<gc::Value> string_constants_;
+
+  // std::mutex rather than absl::Mutex: the distribution's Abseil is not
+  // built with TSan annotations, so TSan could not see absl::Mutex's
+  // happens-before edges (every TSan run would report false races).
+  mutable std::mutex threads_mu_;
+  std::condition_variable thread_finished_;
+  std::vector<std::unique_ptr<VMThread>> threads_;  // guarded by threads_mu_
+  VMThread* main_thread_ = nullptr;
+
+  std::mutex output_mu_;  // held while writing to out/err and while exiting
+  std::atomic<bool> error_reported_{false};
+  std::atomic<int> exit_code_{0};  // without exit_process: what Run returns
+};
+
+}  // namespace minivm
+
+#endif  // MINIVM_VM_RUNTIME_VM_H_
