@@ -1,6 +1,21 @@
-// Bootstrap heap: one bump-pointer space carved into zero-filled TLABs, no
-// collection. Replaced by the generational heap (docs/gc.md); the interface in
-// heap.h is the one the generational heap implements.
+// The generational heap: reservation, options, thread attachment and the
+// allocation slow path. The collection plan is in collector.cc.
+//
+// Design of the slow path (AllocateSlow), the single place for refills,
+// outside-TLAB and large allocations, collections, --gc-stress and, later,
+// sampling:
+// 1. It is a poll site: a pending safepoint is honoured first.
+// 2. Requests that cannot fit even in an empty heap return nullptr at once.
+// 3. Memory handed out is zeroed here, by the receiving thread: a whole TLAB
+//    at refill, an outside-TLAB object or a large object on its own. A pause
+//    never clears memory, so it stays proportional to the survivors.
+// 4. On failure it collects (minor first for small objects, then full) and
+//    retries; after a full collection of its own it retries once and then
+//    reports exhaustion (nullptr). When another thread's collection ran while
+//    it waited it simply retries. So there is no endless GC loop.
+// 5. The object is initialised (klass, length) at exactly one point, right
+//    before the sampler hook; every return leaves the TLAB invariants
+//    (tlab.h) intact with current_end == end.
 #include "gc/heap.h"
 
 #include <sys/mman.h>
@@ -9,121 +24,214 @@
 #include <cstring>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/strings/str_format.h"
+#include "gc/check.h"
+#include "gc/generational_heap.h"
+#include "gc/mutator_data.h"
+#include "gc/size_classes.h"
 
 namespace minivm::gc {
 namespace {
 
-constexpr size_t kTlabSize = size_t{64} << 10;
-constexpr size_t kLargeObjectSize = size_t{16} << 10;
+constexpr int kMaxAllocationRounds = 64;
 
-class BumpHeap final : public Heap {
- public:
-  BumpHeap(uint8_t* base, size_t size, uint8_t* cards)
-      : base_(base), limit_(base + size), top_(base), cards_(cards) {}
-  ~BumpHeap() override {
-    munmap(base_, limit_ - base_);
-    munmap(cards_, CardBytes(limit_ - base_));
-  }
+size_t RoundDownToPage(size_t n) { return n / kPageSize * kPageSize; }
 
-  static size_t CardBytes(size_t heap) { return (heap >> kCardShift) + 1; }
-
-  void AttachMutator(Mutator* m) override {
-    m->heap = this;
-    m->card_table_biased =
-        cards_ - (reinterpret_cast<uintptr_t>(base_) >> kCardShift);
-    m->tlab = Tlab{};
-  }
-  void DetachMutator(Mutator* m) override { m->tlab = Tlab{}; }
-
-  Object* AllocateSlow(Mutator* m, const ClassLayout* cls, size_t size,
-                       uint64_t length) override {
-    uint8_t* mem = nullptr;
-    if (size >= kLargeObjectSize) {
-      mem = Bump(size);
-    } else {
-      uint8_t* tlab = Bump(kTlabSize);
-      if (tlab == nullptr) {
-        mem = Bump(size);
-      } else {
-        m->tlab.start = reinterpret_cast<uintptr_t>(tlab);
-        m->tlab.top = m->tlab.start + size;
-        m->tlab.end = m->tlab.start + kTlabSize;
-        m->tlab.current_end = m->tlab.end;
-        mem = tlab;
-      }
-    }
-    if (mem == nullptr) return nullptr;
-    auto* obj = reinterpret_cast<Object*>(mem);
-    obj->klass = cls;
-    if (cls->kind != LayoutKind::kFields) obj->set_length(length);
-    return obj;
-  }
-
-  void CollectGarbage(Mutator*, GcCause) override {
-    absl::MutexLock lock(&mu_);
-    ++stats_.full_collections;
-  }
-  void SafepointPoll(Mutator* m) override { m->poll.store(0); }
-  void EnterBlocked(Mutator*) override {}
-  void LeaveBlocked(Mutator*) override {}
-  bool Contains(const void* p) const override {
-    auto* b = static_cast<const uint8_t*>(p);
-    return b >= base_ && b < limit_;
-  }
-  HeapStats Stats() const override {
-    absl::MutexLock lock(&mu_);
-    return stats_;
-  }
-
- private:
-  // Fresh mmap memory is zero, and nothing is reused, so every chunk handed
-  // out is zero-filled as the TLAB invariant requires.
-  uint8_t* Bump(size_t size) {
-    absl::MutexLock lock(&mu_);
-    if (static_cast<size_t>(limit_ - top_) < size) return nullptr;
-    uint8_t* p = top_;
-    top_ += size;
-    stats_.bytes_allocated += size;
-    return p;
-  }
-
-  uint8_t* const base_;
-  uint8_t* const limit_;
-  mutable absl::Mutex mu_;
-  uint8_t* top_ ABSL_GUARDED_BY(mu_);
-  HeapStats stats_ ABSL_GUARDED_BY(mu_);
-  uint8_t* const cards_;
-};
+std::string Mib(size_t n) { return absl::StrFormat("%.1fM", n / 1048576.0); }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Heap>> Heap::Create(const HeapOptions& options,
-                                                   VmInterface*) {
-  const size_t size = options.max_heap_bytes;
-  if (size < (size_t{1} << 20)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("heap size ", size, " is below the minimum of 1m"));
-  }
-  void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (base == MAP_FAILED) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("cannot reserve a heap of ", size, " bytes"));
-  }
-  void* cards = mmap(nullptr, BumpHeap::CardBytes(size), PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (cards == MAP_FAILED) {
-    munmap(base, size);
-    return absl::ResourceExhaustedError("cannot reserve the card table");
-  }
-  return std::unique_ptr<Heap>(new BumpHeap(static_cast<uint8_t*>(base), size,
-                                            static_cast<uint8_t*>(cards)));
+absl::StatusOr<std::unique_ptr<Heap>> Heap::Create(const HeapOptions& options, VmInterface* vm) {
+  auto heap = GenerationalHeap::Make(options, vm);
+  if (!heap.ok()) return heap.status();
+  return std::unique_ptr<Heap>(std::move(*heap));
 }
 
-Object* AllocateSlowPath(Mutator* m, const ClassLayout* cls, size_t size,
-                         uint64_t length) {
+absl::StatusOr<std::unique_ptr<GenerationalHeap>> GenerationalHeap::Make(const HeapOptions& options,
+                                                                         VmInterface* vm) {
+  const size_t heap = RoundDownToPage(options.max_heap_bytes);
+  if (options.max_heap_bytes < kMinHeapBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat("heap size %d is below the minimum of %s",
+                                                      options.max_heap_bytes, Mib(kMinHeapBytes)));
+  }
+  if (options.young_bytes != 0 && options.young_bytes >= options.max_heap_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("young generation size %d must be smaller than the heap size %d",
+                        options.young_bytes, options.max_heap_bytes));
+  }
+  const size_t young = RoundDownToPage(options.young_bytes != 0 ? options.young_bytes : heap / 3);
+  if (young < kMinYoungBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "young generation size %d is below the minimum of %s", young, Mib(kMinYoungBytes)));
+  }
+  if (heap - young < kMinOldBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "heap size %d leaves %d bytes for the old generation after a young generation of %d; "
+        "the minimum is %s",
+        heap, heap - young, young, Mib(kMinOldBytes)));
+  }
+  if (vm == nullptr) return absl::InvalidArgumentError("the heap needs a VmInterface");
+  void* base = mmap(nullptr, heap, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) {
+    return absl::ResourceExhaustedError(absl::StrFormat("cannot reserve a heap of %d bytes", heap));
+  }
+  std::unique_ptr<GenerationalHeap> h(
+      new GenerationalHeap(options, vm, reinterpret_cast<uintptr_t>(base), heap, young));
+  if (absl::Status s = h->cards_.Init(h->base_, heap); !s.ok()) return s;
+  return h;
+}
+
+GenerationalHeap::GenerationalHeap(const HeapOptions& options, VmInterface* vm, uintptr_t base,
+                                   size_t size, size_t young_bytes)
+    : options_(options),
+      vm_(vm),
+      base_(base),
+      size_(size),
+      tenuring_threshold_(std::min(options.max_tenuring_threshold, gc_word::kMaxAge)) {
+  // Survivors: a tenth of the young generation each (HotSpot's SurvivorRatio
+  // of 8), at least one page.
+  const size_t survivor = std::max(kPageSize, RoundDownToPage(young_bytes / 10));
+  young_.emplace(base, young_bytes - 2 * survivor, survivor);
+  old_.emplace(base + young_bytes, size - young_bytes);
+  MutexLock lock(&stats_mu_);
+  stats_.heap_capacity_bytes = size;
+  stats_.tenuring_threshold = tenuring_threshold_;
+}
+
+GenerationalHeap::~GenerationalHeap() { munmap(reinterpret_cast<void*>(base_), size_); }
+
+void GenerationalHeap::AttachMutator(Mutator* m) {
+  auto* data = new MutatorData;
+  data->tlab_sizer.Init(young_->eden_capacity(), safepoints_.mutator_count() + 1);
+  m->tlab = Tlab{};
+  m->heap = this;
+  m->card_table_biased = cards_.biased();
+  m->gc_private = data;
+  m->poll.store(0, std::memory_order_relaxed);
+  safepoints_.Attach(m);
+}
+
+void GenerationalHeap::DetachMutator(Mutator* m) {
+  // Retire first, while this thread is still running and registered: no
+  // collection can be mid-pause now, so the TLAB is ours to account for.
+  RetireTlab(m);
+  safepoints_.Detach(m);
+  delete MutatorData::Of(m);
+  m->gc_private = nullptr;
+  m->tlab = Tlab{};
+}
+
+// The unused tail of a retired TLAB stays zero, which keeps eden parsable
+// (young_gen.h); no filler object is needed.
+void GenerationalHeap::RetireTlab(Mutator* m) {
+  const size_t used = m->tlab.top - m->tlab.start;
+  bytes_allocated_.fetch_add(used, std::memory_order_relaxed);
+  MutatorData::Of(m)->tlab_sizer.RecordAllocatedBytes(used);
+  m->tlab = Tlab{};
+}
+
+uintptr_t GenerationalHeap::TryAllocate(Mutator* m, size_t size) {
+  if (size > kLargeObjectThreshold) {
+    Object* o;
+    {
+      MutexLock lock(&old_mu_);
+      o = old_->AllocateLarge(size);
+    }
+    if (o == nullptr) return 0;
+    std::memset(o, 0, size);
+    bytes_allocated_.fetch_add(size, std::memory_order_relaxed);
+    large_objects_.fetch_add(1, std::memory_order_relaxed);
+    return reinterpret_cast<uintptr_t>(o);
+  }
+  Tlab& t = m->tlab;
+  if (size <= t.end - t.top) {  // only when current_end was lowered
+    const uintptr_t p = t.top;
+    t.top += size;
+    return p;
+  }
+  TlabSizer& sizer = MutatorData::Of(m)->tlab_sizer;
+  if (!sizer.ShouldAllocateOutside(t.end - t.top, size)) {
+    RetireTlab(m);
+    const size_t tlab_bytes = sizer.desired_bytes();
+    if (const uintptr_t p = young_->AllocateEden(tlab_bytes); p != 0) {
+      std::memset(reinterpret_cast<void*>(p), 0, tlab_bytes);
+      sizer.RecordRefill(tlab_bytes);
+      t.start = p;
+      t.top = p + size;
+      t.end = p + tlab_bytes;
+      t.current_end = t.end;
+      return p;
+    }
+    // Eden cannot hold a whole TLAB: fall through and place just the object.
+  }
+  const uintptr_t p = young_->AllocateEden(size);
+  if (p == 0) return 0;
+  std::memset(reinterpret_cast<void*>(p), 0, size);
+  bytes_allocated_.fetch_add(size, std::memory_order_relaxed);
+  sizer.RecordAllocatedBytes(size);
+  return p;
+}
+
+Object* GenerationalHeap::AllocateSlow(Mutator* m, const ClassLayout* cls, size_t size,
+                                       uint64_t length) {
+  MINIVM_GC_DCHECK(size >= kHeaderSize && size % kObjectAlignment == 0, "bad allocation size %d",
+                   size);
+  gc::SafepointPoll(m);
+  // A request that no collection can satisfy fails at once.
+  if (size > kMaxObjectSize || (size > kLargeObjectThreshold && size > old_->capacity())) {
+    return nullptr;
+  }
+  if (options_.gc_stress_every != 0 &&
+      (stress_counter_.fetch_add(1, std::memory_order_relaxed) + 1) % options_.gc_stress_every ==
+          0) {
+    Collect(m, GcCause::kStress, GcKind::kMinor);
+  }
+  uintptr_t mem = 0;
+  bool tried_minor = size > kLargeObjectThreshold;  // a minor GC cannot free old pages
+  for (int round = 0; round < kMaxAllocationRounds; ++round) {
+    mem = TryAllocate(m, size);
+    if (mem != 0) break;
+    const GcKind ran =
+        Collect(m, GcCause::kAllocationFailure, tried_minor ? GcKind::kFull : GcKind::kMinor);
+    if (ran == GcKind::kMinor) tried_minor = true;
+    if (ran == GcKind::kFull) {
+      mem = TryAllocate(m, size);
+      break;
+    }
+  }
+  if (mem == 0) return nullptr;  // heap exhausted
+
+  auto* obj = reinterpret_cast<Object*>(mem);
+  obj->klass = cls;  // gc_word and body are zero
+  if (cls->kind != LayoutKind::kFields) obj->set_length(length);
+
+  // ---- Sampler hook (docs/gc.md, "Allocation paths") ----
+  // The object is fully initialised and reachable only from here; every
+  // slow-path allocation (TLAB refill, outside-TLAB eden, large object)
+  // passes this point exactly once. The sampler will be called here with
+  // (m, obj, size) and then recompute m->tlab.current_end for the next
+  // sample point. Until then current_end == end.
+  MINIVM_GC_DCHECK(m->tlab.start <= m->tlab.top && m->tlab.top <= m->tlab.current_end &&
+                       m->tlab.current_end == m->tlab.end,
+                   "TLAB invariant broken on return from the slow path");
+  return obj;
+}
+
+HeapStats GenerationalHeap::Stats() const {
+  MutexLock lock(&stats_mu_);
+  HeapStats s = stats_;
+  s.bytes_allocated = bytes_allocated_.load(std::memory_order_relaxed);
+  s.large_objects_allocated = large_objects_.load(std::memory_order_relaxed);
+  return s;
+}
+
+void GenerationalHeap::SetWeakObserver(WeakObserver* observer) {
+  MutexLock lock(&observer_mu_);
+  observer_ = observer;
+}
+
+Object* AllocateSlowPath(Mutator* m, const ClassLayout* cls, size_t size, uint64_t length) {
   return m->heap->AllocateSlow(m, cls, size, length);
 }
 

@@ -8,16 +8,19 @@
 #ifndef MINIVM_GC_HEAP_H_
 #define MINIVM_GC_HEAP_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
 
 #include "absl/base/optimization.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "gc/mutator.h"
 #include "gc/object.h"
 #include "gc/vm_interface.h"
+#include "gc/weak_table.h"
 
 namespace minivm::gc {
 
@@ -30,13 +33,22 @@ inline constexpr int kCardShift = 9;
 inline constexpr uint8_t kCleanCard = 0;
 inline constexpr uint8_t kDirtyCard = 1;
 
+// Limits Heap::Create enforces (docs/gc.md, "Tuning").
+inline constexpr size_t kMinHeapBytes = size_t{1} << 20;
+inline constexpr size_t kMinYoungBytes = size_t{256} << 10;
+inline constexpr size_t kMinOldBytes = size_t{512} << 10;
+
 struct HeapOptions {
-  size_t max_heap_bytes = size_t{256} << 20;  // --heap
-  size_t young_bytes = 0;                     // --young; 0 = derived from max
+  size_t max_heap_bytes = size_t{1} << 30;  // --heap
+  size_t young_bytes = 0;                   // --young; 0 = a third of the heap
   bool verbose_gc = false;                    // --verbose:gc, one line per GC on gc_log
   FILE* gc_log = stderr;
   bool verify_heap = false;       // --verify-heap: verify before and after each GC
   uint64_t gc_stress_every = 0;   // --gc-stress=N: collect at every N-th slow path
+  // Upper bound of the adaptive tenuring threshold (HotSpot's
+  // MaxTenuringThreshold): an object that survived this many minor
+  // collections is promoted at the next. 0 promotes at the first collection.
+  uint32_t max_tenuring_threshold = 15;
 };
 
 enum class GcCause {
@@ -46,9 +58,19 @@ enum class GcCause {
 };
 
 struct HeapStats {
-  uint64_t bytes_allocated = 0;  // total bytes handed out by the slow path's refills and direct allocations
+  // Bytes of objects allocated: used bytes of every retired TLAB plus every
+  // outside-TLAB and large object (a thread's current TLAB counts once it is
+  // retired, at its next refill or collection).
+  uint64_t bytes_allocated = 0;
   uint64_t minor_collections = 0;
   uint64_t full_collections = 0;
+  uint64_t total_pause_ns = 0;  // sum of all pauses: GC time share = this / wall time
+  uint64_t max_pause_ns = 0;
+  uint64_t bytes_promoted = 0;          // copied into the old generation, all time
+  uint64_t large_objects_allocated = 0;
+  uint64_t heap_used_bytes = 0;  // young + old bytes in use after the last collection
+  uint64_t heap_capacity_bytes = 0;
+  uint32_t tenuring_threshold = 0;
 };
 
 class Heap {
@@ -61,8 +83,12 @@ class Heap {
                                                       VmInterface* vm);
 
   // Registers a thread with the heap. Its TLAB starts empty (all zeros).
+  // Waits while a safepoint is in progress, so call it on the thread that
+  // will run m (or from inside a BlockedScope), before it touches the heap;
+  // until then its roots must be reachable some other way (e.g. globals).
   virtual void AttachMutator(Mutator* m) = 0;
-  // Retires the thread's TLAB and forgets the thread. The thread must not
+  // Retires the thread's TLAB and forgets the thread. Call it on m's thread;
+  // it parks like a poll if a safepoint is in progress. The thread must not
   // touch heap objects afterwards.
   virtual void DetachMutator(Mutator* m) = 0;
 
@@ -92,6 +118,19 @@ class Heap {
   virtual bool Contains(const void* p) const = 0;
 
   virtual HeapStats Stats() const = 0;
+
+  // Stops the world and calls fn(m) for every attached mutator (the requester
+  // included) on the requester's thread, then restarts it. The agent API
+  // uses it to re-arm every thread's TLAB (Tlab::current_end) when sampling
+  // settings change. fn must not allocate or block. `requester` is the
+  // calling thread's mutator, or null when the caller is not a mutator.
+  virtual void RunAtSafepoint(Mutator* requester,
+                              absl::FunctionRef<void(Mutator*)> fn) = 0;
+
+  // Weakly held slots (gc/weak_table.h). The observer, if any, receives the
+  // events of every collection after its pause; null stops reporting.
+  virtual WeakTable& weak_table() = 0;
+  virtual void SetWeakObserver(WeakObserver* observer) = 0;
 };
 
 class BlockedScope {
@@ -110,14 +149,24 @@ class BlockedScope {
 Object* AllocateSlowPath(Mutator* m, const ClassLayout* cls, size_t size,
                          uint64_t length);
 
+// Objects larger than this never go into a TLAB or the young generation:
+// they are allocated in the old generation's large-object space by the slow
+// path (gc/size_classes.h; equal to kLargeObjectThreshold there).
+inline constexpr size_t kMaxTlabObjectSize = size_t{8} << 10;
+
 // The allocation entry point. `size` must be the exact object size for `cls`
 // and `length` (see object.h) and at most kMaxObjectSize. `length` is ignored
 // for kFields layouts. May collect (see Heap::AllocateSlow).
+//
+// The size test is a constant fold for field objects (their size is known at
+// the call site) and one compare for arrays; it keeps large arrays out of
+// TLABs so that every young object fits an old-generation size class.
 inline Object* Allocate(Mutator* m, const ClassLayout* cls, size_t size,
                         uint64_t length) {
   const uintptr_t top = m->tlab.top;
   const uintptr_t new_top = top + size;
-  if (ABSL_PREDICT_FALSE(new_top > m->tlab.current_end)) {
+  if (ABSL_PREDICT_FALSE(new_top > m->tlab.current_end ||
+                         size > kMaxTlabObjectSize)) {
     return AllocateSlowPath(m, cls, size, length);
   }
   m->tlab.top = new_top;
@@ -131,10 +180,16 @@ inline Object* Allocate(Mutator* m, const ClassLayout* cls, size_t size,
 // it (interpreter now, inlined by the JIT later). Marks the card holding the
 // object's header when a reference is stored, so a minor collection finds
 // old-to-young edges by scanning dirty cards (docs/gc.md).
+//
+// The store is a relaxed atomic byte store (a plain `mov` on x86 and
+// AArch64): threads dirtying the same card concurrently is benign, and this
+// says so to the compiler and to TSan. The collector reads cards only inside
+// a pause, after the safepoint's synchronisation.
 inline void WriteBarrier(Mutator* m, Object* holder, Value stored) {
   if (stored.IsRef()) {
-    m->card_table_biased[reinterpret_cast<uintptr_t>(holder) >> kCardShift] =
-        kDirtyCard;
+    std::atomic_ref<uint8_t>(
+        m->card_table_biased[reinterpret_cast<uintptr_t>(holder) >> kCardShift])
+        .store(kDirtyCard, std::memory_order_relaxed);
   }
 }
 

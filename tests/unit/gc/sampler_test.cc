@@ -22,17 +22,28 @@ constexpr double kSigmas = 5.7;
 // Chi-square critical values at p = 1e-8 by degrees of freedom.
 double ChiSquareCritical(int df) {
   switch (df) {
-    case 1: return 32.84;
-    case 2: return 36.84;
-    case 3: return 40.15;
-    case 4: return 43.07;
-    case 5: return 45.76;
-    case 6: return 48.29;
-    case 7: return 50.69;
-    case 8: return 53.00;
-    case 9: return 55.45;
-    case 19: return 75.73;
-    default: return -1;
+    case 1:
+      return 32.84;
+    case 2:
+      return 36.84;
+    case 3:
+      return 40.15;
+    case 4:
+      return 43.07;
+    case 5:
+      return 45.76;
+    case 6:
+      return 48.29;
+    case 7:
+      return 50.69;
+    case 8:
+      return 53.00;
+    case 9:
+      return 55.45;
+    case 19:
+      return 75.73;
+    default:
+      return -1;
   }
 }
 
@@ -40,8 +51,7 @@ double ChiSquareCritical(int df) {
 // (never dereferenced), objects >= large_threshold allocated outside them.
 class MockThread {
  public:
-  MockThread(size_t tlab_size, size_t large_threshold, uint64_t seed,
-             uint64_t thread_index = 0)
+  MockThread(size_t tlab_size, size_t large_threshold, uint64_t seed, uint64_t thread_index = 0)
       : tlab_size_(tlab_size), large_threshold_(large_threshold) {
     sampler_.Seed(seed, thread_index);
   }
@@ -112,10 +122,14 @@ std::vector<size_t> MixedSizes(uint64_t n, uint64_t seed) {
   sizes.reserve(n);
   for (uint64_t i = 0; i < n; ++i) {
     const uint64_t k = r.Next() % 100;
-    if (k < 60) sizes.push_back(16 + 8 * (r.Next() % 4));
-    else if (k < 90) sizes.push_back(24 + 8 * (r.Next() % 64));
-    else if (k < 99) sizes.push_back(1024 + 8 * (r.Next() % 512));
-    else sizes.push_back(32 * 1024 + 8 * (r.Next() % 16384));
+    if (k < 60)
+      sizes.push_back(16 + 8 * (r.Next() % 4));
+    else if (k < 90)
+      sizes.push_back(24 + 8 * (r.Next() % 64));
+    else if (k < 99)
+      sizes.push_back(1024 + 8 * (r.Next() % 512));
+    else
+      sizes.push_back(32 * 1024 + 8 * (r.Next() % 16384));
   }
   return sizes;
 }
@@ -200,8 +214,8 @@ TEST(SamplerTest, TotalSamplePointsMatchBytesOverInterval) {
     }
     const double mean = bytes / interval;
     EXPECT_LE(std::fabs(points - mean), kSigmas * std::sqrt(mean))
-        << "seed " << seed << " interval " << interval << " points " << points
-        << " expected " << mean;
+        << "seed " << seed << " interval " << interval << " points " << points << " expected "
+        << mean;
   }
 }
 
@@ -313,8 +327,7 @@ TEST(SamplerTest, GapsBetweenSampledBytesAreGeometric) {
   double chi2 = 0;
   for (int j = 0; j < 20; ++j) {
     const double p_lo = std::pow(1 - q, static_cast<double>(edges[j] - 1));
-    const double p_hi =
-        j == 19 ? 0 : std::pow(1 - q, static_cast<double>(edges[j + 1] - 1));
+    const double p_hi = j == 19 ? 0 : std::pow(1 - q, static_cast<double>(edges[j + 1] - 1));
     const double e = gaps.size() * (p_lo - p_hi);
     chi2 += (obs[j] - e) * (obs[j] - e) / e;
   }

@@ -1,0 +1,233 @@
+// The collection plan: what a pause does, and when.
+//
+// Design:
+// 1. Every collection is stop-the-world (safepoint.h) and run by the thread
+//    that needed it; only one runs at a time. TLABs are retired at the start
+//    (their tails are already zero) and every thread starts afresh after.
+// 2. Minor collection: Cheney evacuation of eden and the from-survivor
+//    (scavenger.h), roots = VM roots + dirty cards of the old generation.
+//    Pause cost: roots + card table + survivors; eden is never touched.
+// 3. Promotion guarantee: a minor collection runs only when the old
+//    generation's free pages can absorb every young byte in the worst case
+//    (young bytes x WorstCaseExpansion + one partly filled page per class);
+//    otherwise the collection is upgraded to a full one. So promotion never
+//    fails mid-copy. Rejected: HotSpot's averaged-promotion heuristic with a
+//    promotion-failure fallback (self-forwarding), far more code to get right.
+// 4. Full collection: mark the whole heap, report dead weak slots, sweep the
+//    old generation, then evacuate all live young objects into it if the
+//    exact need (marked young objects per size class) fits; if not, young
+//    objects stay where they are, eden stays full, and the allocation that
+//    asked reports heap exhaustion. Cards stay exact either way.
+// 5. Adaptive tenuring (HotSpot's): after a minor collection the threshold
+//    becomes the smallest age at which the survivors of that age and younger
+//    exceed half a survivor space, capped at max_tenuring_threshold.
+// 6. Weak slots are processed inside the pause once liveness is known; their
+//    events are delivered after the world restarts (DeliverWeakEvents).
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_format.h"
+#include "gc/check.h"
+#include "gc/generational_heap.h"
+#include "gc/marker.h"
+#include "gc/mutator_data.h"
+#include "gc/scavenger.h"
+#include "gc/size_classes.h"
+
+namespace minivm::gc {
+namespace {
+
+constexpr double kTargetSurvivorRatio = 0.5;
+
+const char* CauseName(GcCause cause) {
+  switch (cause) {
+    case GcCause::kAllocationFailure:
+      return "allocation failure";
+    case GcCause::kExplicit:
+      return "explicit";
+    case GcCause::kStress:
+      return "gc stress";
+  }
+  return "unknown";
+}
+
+std::string Mib(size_t n) { return absl::StrFormat("%.1fM", n / 1048576.0); }
+
+}  // namespace
+
+void GenerationalHeap::VisitAllRoots(RootVisitor& visitor) {
+  vm_->VisitGlobalRoots(visitor);
+  for (Mutator* m : safepoints_.mutators()) vm_->VisitMutatorRoots(m, visitor);
+}
+
+bool GenerationalHeap::PromotionGuaranteed() const {
+  const double worst_pages =
+      static_cast<double>(young_->used()) * WorstCaseExpansion() / kPageSize + kNumSizeClasses;
+  return worst_pages <= static_cast<double>(old_->free_pages());
+}
+
+GenerationalHeap::GcKind GenerationalHeap::Collect(Mutator* requester, GcCause cause, GcKind kind) {
+  if (!safepoints_.Begin(requester)) return GcKind::kNone;
+  const auto start = std::chrono::steady_clock::now();
+  const size_t before = UsedBytes();
+  if (options_.verify_heap) Verify("before collection");
+
+  for (Mutator* m : safepoints_.mutators()) {
+    RetireTlab(m);
+    MutatorData::Of(m)->tlab_sizer.OnCollection(young_->eden_used(), young_->eden_capacity());
+  }
+  std::vector<WeakEvent> events;
+  bool report;
+  {
+    MutexLock lock(&observer_mu_);
+    report = observer_ != nullptr;
+  }
+  if (kind == GcKind::kMinor && !PromotionGuaranteed()) kind = GcKind::kFull;
+  uint64_t promoted = 0;
+  {
+    MutexLock lock(&old_mu_);
+    const size_t old_before = old_->used_bytes();
+    if (kind == GcKind::kMinor) {
+      MinorCollection(report ? &events : nullptr);
+    } else {
+      FullCollection(report ? &events : nullptr);
+    }
+    if (old_->used_bytes() > old_before) promoted = old_->used_bytes() - old_before;
+  }
+  if (options_.verify_heap) Verify("after collection");
+
+  const uint64_t pause_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
+  const size_t after = UsedBytes();
+  {
+    MutexLock lock(&stats_mu_);
+    ++(kind == GcKind::kMinor ? stats_.minor_collections : stats_.full_collections);
+    stats_.total_pause_ns += pause_ns;
+    stats_.max_pause_ns = std::max(stats_.max_pause_ns, pause_ns);
+    if (kind == GcKind::kMinor) stats_.bytes_promoted += promoted;
+    stats_.heap_used_bytes = after;
+    stats_.tenuring_threshold = tenuring_threshold_;
+  }
+  if (options_.verbose_gc && options_.gc_log != nullptr) {
+    absl::FPrintF(options_.gc_log, "[gc] %s (%s) %s->%s (%s) %.3fms\n",
+                  kind == GcKind::kMinor ? "minor" : "full", CauseName(cause), Mib(before),
+                  Mib(after), Mib(size_), pause_ns / 1e6);
+    std::fflush(options_.gc_log);
+  }
+  safepoints_.End(requester);
+  if (!events.empty()) DeliverWeakEvents(std::move(events));
+  return kind;
+}
+
+void GenerationalHeap::MinorCollection(std::vector<WeakEvent>* events) {
+  Scavenger scavenger(*young_, *old_, cards_, tenuring_threshold_, /*promote_all=*/false);
+  VisitAllRoots(scavenger);
+  scavenger.ScanDirtyCards();
+  scavenger.Drain();
+  weak_.Process([&](Object* o, WeakTable::Fate* f) { return scavenger.WeakFate(o, f); }, events);
+  young_->FinishScavenge();
+  UpdateTenuringThreshold(scavenger.age_bytes());
+}
+
+void GenerationalHeap::FullCollection(std::vector<WeakEvent>* events) {
+  Marker marker(*young_);
+  VisitAllRoots(marker);
+  marker.Drain();
+  weak_.Process(
+      [](Object* o, WeakTable::Fate* f) {
+        if (Marker::IsMarked(o)) return false;
+        *f = {WeakEventKind::kDied, nullptr};
+        return true;
+      },
+      events);
+  old_->Sweep();
+  if (old_->CanFit(marker.young_class_counts())) {
+    Scavenger scavenger(*young_, *old_, cards_, 0, /*promote_all=*/true);
+    VisitAllRoots(scavenger);
+    scavenger.ScanDirtyCards();
+    scavenger.Drain();
+    weak_.Process([&](Object* o, WeakTable::Fate* f) { return scavenger.WeakFate(o, f); }, events);
+    young_->ResetAll();
+    // Deaths were found while marking, promotions now: report each
+    // collection's events in slot order all the same.
+    if (events != nullptr) {
+      std::stable_sort(events->begin(), events->end(),
+                       [](const WeakEvent& a, const WeakEvent& b) { return a.slot < b.slot; });
+    }
+    {
+      MutexLock lock(&stats_mu_);
+      stats_.bytes_promoted += scavenger.promoted_bytes();
+    }
+  } else {
+    // The old generation cannot take every young survivor: leave them in
+    // place (cards for their old->young edges are still dirty) and let the
+    // allocation that triggered this report exhaustion.
+    for (Object* o : marker.young_marked()) o->gc_word &= ~gc_word::kMarked;
+  }
+}
+
+void GenerationalHeap::UpdateTenuringThreshold(
+    const std::array<uint64_t, gc_word::kMaxAge + 1>& age_bytes) {
+  const uint64_t desired = static_cast<uint64_t>(young_->to().capacity() * kTargetSurvivorRatio);
+  uint64_t total = 0;
+  uint32_t age = 1;
+  for (; age <= gc_word::kMaxAge; ++age) {
+    total += age_bytes[age];
+    if (total > desired) break;
+  }
+  tenuring_threshold_ = std::min({age, options_.max_tenuring_threshold, gc_word::kMaxAge});
+}
+
+void GenerationalHeap::CollectGarbage(Mutator* requester, GcCause cause) {
+  while (Collect(requester, cause, GcKind::kFull) == GcKind::kNone) {
+  }
+}
+
+void GenerationalHeap::RunAtSafepoint(Mutator* requester, absl::FunctionRef<void(Mutator*)> fn) {
+  while (!safepoints_.Begin(requester)) {
+  }
+  for (Mutator* m : safepoints_.mutators()) fn(m);
+  safepoints_.End(requester);
+}
+
+void GenerationalHeap::VerifyNow(Mutator* requester) {
+  while (!safepoints_.Begin(requester)) {
+  }
+  Verify("on request");
+  safepoints_.End(requester);
+}
+
+// Events of successive collections must reach the observer in collection
+// order even though each collecting thread delivers after its own pause and
+// an observer may itself allocate and collect. So events join one queue, and
+// whichever thread finds no delivery in progress drains it; a collection
+// that happens meanwhile (even inside the observer, on the delivering thread)
+// only enqueues, and the drain loop picks its events up in order.
+void GenerationalHeap::DeliverWeakEvents(std::vector<WeakEvent> events) {
+  {
+    MutexLock lock(&observer_mu_);
+    pending_events_.insert(pending_events_.end(), events.begin(), events.end());
+    if (delivering_) return;
+    delivering_ = true;
+  }
+  std::vector<WeakEvent> batch;
+  for (;;) {
+    WeakObserver* observer;
+    {
+      MutexLock lock(&observer_mu_);
+      if (pending_events_.empty() || observer_ == nullptr) {
+        pending_events_.clear();
+        delivering_ = false;
+        return;
+      }
+      batch.swap(pending_events_);
+      pending_events_.clear();
+      observer = observer_;
+    }
+    observer->OnWeakEvents(batch);
+    batch.clear();
+  }
+}
+
+}  // namespace minivm::gc

@@ -1,0 +1,124 @@
+// The generational heap: the Heap implementation (heap.h), split by concern:
+//   heap.cc       reservation, options, attach/detach, the allocation slow path
+//   collector.cc  the collection plan: pauses, minor vs full, tenuring, logging
+//   verifier.cc   --verify-heap
+// Spaces, evacuation, marking, safepoints and weak slots live in their own
+// files (young_gen, old_space, card_table, scavenger, marker, safepoint,
+// weak_table, tlab_sizer). Reservation layout (docs/gc.md):
+//
+//   base                                                              limit
+//   | eden | survivor 0 | survivor 1 | old: size-class pages + LOS runs     |
+//   |<-------- young_bytes -------->|<------ max_heap - young_bytes ------>|
+//   one card table byte per 512 bytes of all of it
+//
+// Tests include this header to look inside (spaces, thresholds, Verify).
+#ifndef MINIVM_GC_GENERATIONAL_HEAP_H_
+#define MINIVM_GC_GENERATIONAL_HEAP_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gc/card_table.h"
+#include "gc/heap.h"
+#include "gc/old_space.h"
+#include "gc/safepoint.h"
+#include "gc/sync.h"
+#include "gc/weak_table.h"
+#include "gc/young_gen.h"
+
+namespace minivm::gc {
+
+class GenerationalHeap final : public Heap {
+ public:
+  enum class GcKind { kNone, kMinor, kFull };
+
+  static absl::StatusOr<std::unique_ptr<GenerationalHeap>> Make(const HeapOptions& options,
+                                                                VmInterface* vm);
+  ~GenerationalHeap() override;
+
+  void AttachMutator(Mutator* m) override;
+  void DetachMutator(Mutator* m) override;
+  Object* AllocateSlow(Mutator* m, const ClassLayout* cls, size_t size, uint64_t length) override;
+  void CollectGarbage(Mutator* requester, GcCause cause) override;
+  void SafepointPoll(Mutator* m) override { safepoints_.Poll(m); }
+  void EnterBlocked(Mutator* m) override { safepoints_.EnterBlocked(m); }
+  void LeaveBlocked(Mutator* m) override { safepoints_.LeaveBlocked(m); }
+  bool Contains(const void* p) const override {
+    return reinterpret_cast<uintptr_t>(p) - base_ < size_;
+  }
+  HeapStats Stats() const override;
+  void RunAtSafepoint(Mutator* requester, absl::FunctionRef<void(Mutator*)> fn) override;
+  WeakTable& weak_table() override { return weak_; }
+  void SetWeakObserver(WeakObserver* observer) override;
+
+  // One collection of the given kind (a minor one may be upgraded to full by
+  // the promotion guarantee). Returns what ran, kNone if another thread's
+  // collection ran instead while this one waited.
+  GcKind Collect(Mutator* requester, GcCause cause, GcKind kind);
+
+  // Introspection (tests, verifier). Meaningful while the world is stopped
+  // or the caller is the only mutator.
+  bool InYoung(const void* p) const { return young_->Contains(reinterpret_cast<uintptr_t>(p)); }
+  bool InEden(const void* p) const { return young_->InEden(reinterpret_cast<uintptr_t>(p)); }
+  bool InSurvivor(const void* p) const {
+    return young_->Contains(reinterpret_cast<uintptr_t>(p)) && !InEden(p);
+  }
+  bool InOld(const void* p) const { return old_->Contains(reinterpret_cast<uintptr_t>(p)); }
+  bool IsCardDirty(const void* p) const { return cards_.IsDirty(reinterpret_cast<uintptr_t>(p)); }
+  const YoungGen& young() const { return *young_; }
+  const OldSpace& old_space() const { return *old_; }
+  uint32_t tenuring_threshold() const { return tenuring_threshold_; }
+  const HeapOptions& options() const { return options_; }
+  // Stops the world and runs the verifier (CHECK-fails on a violation).
+  void VerifyNow(Mutator* requester);
+
+ private:
+  GenerationalHeap(const HeapOptions& options, VmInterface* vm, uintptr_t base, size_t size,
+                   size_t young_bytes);
+
+  uintptr_t TryAllocate(Mutator* m, size_t size);
+  void RetireTlab(Mutator* m);
+  bool PromotionGuaranteed() const;
+  void MinorCollection(std::vector<WeakEvent>* events);
+  void FullCollection(std::vector<WeakEvent>* events);
+  void VisitAllRoots(RootVisitor& visitor);
+  void UpdateTenuringThreshold(const std::array<uint64_t, gc_word::kMaxAge + 1>& age_bytes);
+  void Verify(const char* when);
+  void DeliverWeakEvents(std::vector<WeakEvent> events);
+  size_t UsedBytes() const { return young_->used() + old_->used_bytes(); }
+
+  const HeapOptions options_;
+  VmInterface* const vm_;
+  const uintptr_t base_;
+  const size_t size_;
+  CardTable cards_;
+  std::optional<YoungGen> young_;
+  std::optional<OldSpace> old_;
+  // Guards old_ against mutators' large-object allocation; the collector
+  // takes it for the whole pause.
+  Mutex old_mu_;
+  SafepointManager safepoints_;
+  WeakTable weak_;
+
+  // Collector state: touched only by the safepoint owner.
+  uint32_t tenuring_threshold_;
+
+  std::atomic<uint64_t> bytes_allocated_{0};
+  std::atomic<uint64_t> large_objects_{0};
+  std::atomic<uint64_t> stress_counter_{0};
+  mutable Mutex stats_mu_;
+  HeapStats stats_ ABSL_GUARDED_BY(stats_mu_);
+
+  Mutex observer_mu_;
+  WeakObserver* observer_ ABSL_GUARDED_BY(observer_mu_) = nullptr;
+  std::vector<WeakEvent> pending_events_ ABSL_GUARDED_BY(observer_mu_);
+  bool delivering_ ABSL_GUARDED_BY(observer_mu_) = false;
+};
+
+}  // namespace minivm::gc
+
+#endif  // MINIVM_GC_GENERATIONAL_HEAP_H_

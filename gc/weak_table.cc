@@ -1,0 +1,66 @@
+#include "gc/weak_table.h"
+
+#include "gc/check.h"
+
+namespace minivm::gc {
+
+WeakSlotId WeakTable::Create(Object* obj, uint64_t cookie) {
+  MutexLock lock(&mu_);
+  WeakSlotId id;
+  if (!free_.empty()) {
+    id = free_.back();
+    free_.pop_back();
+  } else {
+    id = static_cast<WeakSlotId>(slots_.size());
+    slots_.emplace_back();
+  }
+  slots_[id] = Slot{obj, cookie, true};
+  ++live_;
+  return id;
+}
+
+Object* WeakTable::Get(WeakSlotId id) const {
+  MutexLock lock(&mu_);
+  MINIVM_GC_CHECK(id < slots_.size() && slots_[id].in_use, "weak slot %d is not in use", id);
+  return slots_[id].obj;
+}
+
+uint64_t WeakTable::Cookie(WeakSlotId id) const {
+  MutexLock lock(&mu_);
+  MINIVM_GC_CHECK(id < slots_.size() && slots_[id].in_use, "weak slot %d is not in use", id);
+  return slots_[id].cookie;
+}
+
+void WeakTable::Delete(WeakSlotId id) {
+  MutexLock lock(&mu_);
+  MINIVM_GC_CHECK(id < slots_.size() && slots_[id].in_use, "weak slot %d deleted twice", id);
+  slots_[id] = Slot{};
+  free_.push_back(id);
+  --live_;
+}
+
+size_t WeakTable::size() const {
+  MutexLock lock(&mu_);
+  return live_;
+}
+
+void WeakTable::Process(FateFn fate, std::vector<WeakEvent>* events) {
+  MutexLock lock(&mu_);
+  for (WeakSlotId id = 0; id < slots_.size(); ++id) {
+    Slot& s = slots_[id];
+    if (!s.in_use || s.obj == nullptr) continue;
+    Fate f{};
+    if (!fate(s.obj, &f)) continue;
+    s.obj = f.kind == WeakEventKind::kDied ? nullptr : f.new_address;
+    if (events != nullptr) events->push_back(WeakEvent{f.kind, id, s.cookie, s.obj});
+  }
+}
+
+void WeakTable::ForEach(absl::FunctionRef<void(Object*)> fn) const {
+  MutexLock lock(&mu_);
+  for (const Slot& s : slots_) {
+    if (s.in_use && s.obj != nullptr) fn(s.obj);
+  }
+}
+
+}  // namespace minivm::gc

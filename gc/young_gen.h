@@ -1,0 +1,86 @@
+// The young generation: eden and two survivor semispaces, contiguous at the
+// bottom of the reservation.
+//
+//   young_base                                              young_limit
+//   | eden (TLABs, outside-TLAB objects)  | survivor 0 | survivor 1 |
+//
+// 1. Eden is a shared bump pointer advanced with a CAS: TLAB refills and
+//    outside-TLAB objects never take a lock. Memory is zeroed by the thread
+//    that receives it (the TLAB invariant), so a pause never clears eden and
+//    its cost stays proportional to the survivors.
+// 2. Eden is parsable below its top without filler objects: every object has
+//    a non-null klass word and every unused byte (TLAB tails, retired TLABs)
+//    is zero, so a walker skips zero words. Only the verifier walks it.
+// 3. Survivors are filled by the scavenger only; a semispace is parsable
+//    below its top (objects back to back).
+#ifndef MINIVM_GC_YOUNG_GEN_H_
+#define MINIVM_GC_YOUNG_GEN_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace minivm::gc {
+
+struct SemiSpace {
+  uintptr_t base = 0;
+  uintptr_t limit = 0;
+  uintptr_t top = 0;  // written only inside a pause
+  bool Contains(uintptr_t p) const { return p - base < limit - base; }
+  size_t used() const { return top - base; }
+  size_t capacity() const { return limit - base; }
+};
+
+class YoungGen {
+ public:
+  // [base, base + eden) is eden, then two survivors of `survivor` bytes.
+  YoungGen(uintptr_t base, size_t eden, size_t survivor);
+
+  // Bump-allocates `bytes` of eden (not zeroed); 0 when eden is full.
+  uintptr_t AllocateEden(size_t bytes) {
+    uintptr_t top = eden_top_.load(std::memory_order_relaxed);
+    do {
+      if (eden_limit_ - top < bytes) return 0;
+    } while (!eden_top_.compare_exchange_weak(top, top + bytes, std::memory_order_relaxed));
+    return top;
+  }
+
+  bool Contains(uintptr_t p) const { return p - base_ < limit_ - base_; }
+  bool InEden(uintptr_t p) const { return p - base_ < eden_limit_ - base_; }
+  // The spaces a minor collection evacuates: eden and the from-survivor.
+  bool InCollectionSet(uintptr_t p) const { return InEden(p) || from().Contains(p); }
+
+  uintptr_t base() const { return base_; }
+  uintptr_t limit() const { return limit_; }
+  uintptr_t eden_base() const { return base_; }
+  uintptr_t eden_limit() const { return eden_limit_; }
+  uintptr_t eden_top() const { return eden_top_.load(std::memory_order_relaxed); }
+  size_t eden_used() const { return eden_top() - base_; }
+  size_t eden_capacity() const { return eden_limit_ - base_; }
+
+  SemiSpace& from() { return survivors_[from_]; }
+  SemiSpace& to() { return survivors_[1 - from_]; }
+  const SemiSpace& from() const { return survivors_[from_]; }
+  const SemiSpace& to() const { return survivors_[1 - from_]; }
+
+  size_t used() const { return eden_used() + from().used(); }
+  size_t capacity() const { return eden_capacity() + 2 * survivors_[0].capacity(); }
+
+  // After a minor collection: eden and from are empty, survivors sit in to,
+  // which becomes from.
+  void FinishScavenge();
+  // After a full collection that evacuated everything to the old generation.
+  void ResetAll();
+
+ private:
+  const uintptr_t base_;
+  const uintptr_t eden_limit_;
+  const uintptr_t limit_;
+  std::atomic<uintptr_t> eden_top_;
+  SemiSpace survivors_[2];
+  int from_ = 0;
+};
+
+}  // namespace minivm::gc
+
+#endif  // MINIVM_GC_YOUNG_GEN_H_

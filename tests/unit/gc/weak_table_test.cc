@@ -1,0 +1,199 @@
+// Weak slots and the events reported to the observer after each pause.
+#include "gc/weak_table.h"
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "gc/generational_heap.h"
+#include "gtest/gtest.h"
+#include "tests/unit/gc/gc_test_util.h"
+
+namespace minivm::gc::testing {
+namespace {
+
+struct RecordingObserver : WeakObserver {
+  std::vector<WeakEvent> events;
+  std::vector<size_t> batch_sizes;
+  void OnWeakEvents(absl::Span<const WeakEvent> batch) override {
+    events.insert(events.end(), batch.begin(), batch.end());
+    batch_sizes.push_back(batch.size());
+  }
+};
+
+class WeakTableTest : public GcTest {
+ protected:
+  void SetUp() override {
+    HeapOptions o = SmallHeapOptions();
+    o.max_tenuring_threshold = 1;
+    MakeHeap(o);
+    heap_->SetWeakObserver(&observer_);
+  }
+  RecordingObserver observer_;
+};
+
+TEST_F(WeakTableTest, SlotsFollowMovesAndClearOnDeath) {
+  WeakTable& w = heap_->weak_table();
+  const size_t live = Root(NewPair(m()));
+  const WeakSlotId s_live = w.Create(R(live), 100);
+  const WeakSlotId s_dead = w.Create(NewPair(m()), 200);
+  EXPECT_EQ(w.Get(s_live), R(live));
+  EXPECT_EQ(w.size(), 2u);
+
+  Minor();
+  EXPECT_EQ(w.Get(s_live), R(live));
+  EXPECT_EQ(w.Get(s_dead), nullptr);
+  ASSERT_EQ(observer_.events.size(), 2u);
+  EXPECT_EQ(observer_.events[0].kind, WeakEventKind::kMoved);
+  EXPECT_EQ(observer_.events[0].cookie, 100u);
+  EXPECT_EQ(observer_.events[0].slot, s_live);
+  EXPECT_EQ(observer_.events[0].new_address, R(live));
+  EXPECT_EQ(observer_.events[1].kind, WeakEventKind::kDied);
+  EXPECT_EQ(observer_.events[1].cookie, 200u);
+  EXPECT_EQ(observer_.events[1].new_address, nullptr);
+
+  observer_.events.clear();
+  Minor();  // promoted (threshold 1)
+  ASSERT_EQ(observer_.events.size(), 1u);
+  EXPECT_EQ(observer_.events[0].kind, WeakEventKind::kPromoted);
+  EXPECT_TRUE(heap_->InOld(w.Get(s_live)));
+
+  observer_.events.clear();
+  Minor();  // old objects report nothing in a minor collection
+  Full();   // nor when they survive a full one
+  EXPECT_TRUE(observer_.events.empty());
+
+  roots()[live] = Value::Null();
+  Full();
+  ASSERT_EQ(observer_.events.size(), 1u);
+  EXPECT_EQ(observer_.events[0].kind, WeakEventKind::kDied);
+  EXPECT_EQ(observer_.events[0].cookie, 100u);
+  EXPECT_EQ(w.Get(s_live), nullptr);
+  w.Delete(s_live);
+  w.Delete(s_dead);
+  EXPECT_EQ(w.size(), 0u);
+}
+
+TEST_F(WeakTableTest, EventsComeInSlotOrderOneBatchPerCollection) {
+  WeakTable& w = heap_->weak_table();
+  std::vector<WeakSlotId> ids;
+  for (int i = 0; i < 100; ++i) {
+    Object* p = NewPair(m());
+    if (i % 2 == 0) Root(p);
+    ids.push_back(w.Create(p, i));
+  }
+  Minor();
+  ASSERT_EQ(observer_.batch_sizes, std::vector<size_t>{100});
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(observer_.events[i].cookie, static_cast<uint64_t>(i));
+    EXPECT_EQ(observer_.events[i].kind, i % 2 == 0 ? WeakEventKind::kMoved : WeakEventKind::kDied);
+  }
+}
+
+TEST_F(WeakTableTest, FullCollectionReportsYoungObjectsAsPromoted) {
+  WeakTable& w = heap_->weak_table();
+  const size_t a = Root(NewPair(m()));
+  w.Create(R(a), 1);
+  w.Create(NewPair(m()), 2);
+  Full();
+  ASSERT_EQ(observer_.events.size(), 2u);
+  EXPECT_EQ(observer_.events[0].kind, WeakEventKind::kPromoted);
+  EXPECT_EQ(observer_.events[0].new_address, R(a));
+  EXPECT_EQ(observer_.events[1].kind, WeakEventKind::kDied);
+}
+
+TEST_F(WeakTableTest, LargeObjectsDieInFullCollections) {
+  WeakTable& w = heap_->weak_table();
+  const WeakSlotId s = w.Create(NewArray(m(), 5000), 7);
+  Minor();
+  EXPECT_NE(w.Get(s), nullptr);
+  EXPECT_TRUE(observer_.events.empty());
+  Full();
+  EXPECT_EQ(w.Get(s), nullptr);
+  ASSERT_EQ(observer_.events.size(), 1u);
+  EXPECT_EQ(observer_.events[0].kind, WeakEventKind::kDied);
+}
+
+// An observer that allocates (and so may collect) from inside the callback:
+// events must still arrive, in collection order, with no deadlock.
+struct AllocatingObserver : WeakObserver {
+  Mutator* m = nullptr;
+  WeakTable* w = nullptr;
+  std::vector<uint64_t> cookies;
+  int depth = 0;
+  void OnWeakEvents(absl::Span<const WeakEvent> batch) override {
+    EXPECT_EQ(depth, 0) << "delivery must not nest";
+    ++depth;
+    for (const WeakEvent& e : batch) cookies.push_back(e.cookie);
+    if (cookies.size() < 3) {
+      // Allocate garbage tracked by a weak slot and force a collection.
+      w->Create(NewPair(m), 1000 + cookies.size());
+      m->heap->CollectGarbage(m, GcCause::kExplicit);
+    }
+    --depth;
+  }
+};
+
+TEST_F(WeakTableTest, ObserverMayAllocateAndCollect) {
+  AllocatingObserver obs;
+  obs.m = m();
+  obs.w = &heap_->weak_table();
+  heap_->SetWeakObserver(&obs);
+  obs.w->Create(NewPair(m()), 1);
+  Full();
+  EXPECT_EQ(obs.cookies, (std::vector<uint64_t>{1, 1001, 1002}));
+  heap_->SetWeakObserver(nullptr);
+}
+
+TEST_F(WeakTableTest, NoObserverNoEventsButSlotsStillUpdated) {
+  heap_->SetWeakObserver(nullptr);
+  WeakTable& w = heap_->weak_table();
+  const size_t a = Root(NewPair(m()));
+  const WeakSlotId s = w.Create(R(a), 1);
+  Minor();
+  EXPECT_EQ(w.Get(s), R(a));
+  EXPECT_TRUE(observer_.events.empty());
+}
+
+// Weak slots used from several threads while their collections run: every
+// slot keeps following its thread's rooted object (TSan-clean).
+TEST_F(WeakTableTest, SlotsAreUsableFromManyThreads) {
+  WeakTable& w = heap_->weak_table();
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  {
+    BlockedScope blocked(m());
+    for (int id = 0; id < 3; ++id) {
+      threads.emplace_back([&, id] {
+        TestThread t;
+        heap_->AttachMutator(&t.mutator);
+        for (int round = 0; round < 200; ++round) {
+          t.roots.assign(1, Value::Ref(NewPair(&t.mutator)));
+          const WeakSlotId live = w.Create(t.roots[0].AsRef(), id);
+          const WeakSlotId dead = w.Create(NewPair(&t.mutator), id);
+          for (int i = 0; i < 2000; ++i) NewBytes(&t.mutator, 100);
+          if (round % 50 == 0) heap_->CollectGarbage(&t.mutator, GcCause::kExplicit);
+          if (w.Get(live) != t.roots[0].AsRef()) ++errors;
+          (void)w.Get(dead);  // null or not, depending on whether a GC ran
+          w.Delete(live);
+          w.Delete(dead);
+        }
+        heap_->DetachMutator(&t.mutator);
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(w.size(), 0u);
+  EXPECT_GE(heap_->Stats().minor_collections, 1u);
+}
+
+TEST(WeakTableDeathTest, DeletingTwiceFails) {
+  WeakTable w;
+  const WeakSlotId s = w.Create(nullptr, 0);
+  w.Delete(s);
+  EXPECT_DEATH(w.Delete(s), "deleted twice");
+}
+
+}  // namespace
+}  // namespace minivm::gc::testing
