@@ -36,9 +36,13 @@ std::string DefaultAgentDirectory() {
   return Exists(installed) ? installed : exe_dir;
 }
 
-absl::StatusOr<AgentSpec> ParseAgentOption(std::string_view arg, std::string_view agent_dir) {
+absl::StatusOr<AgentSpec> ParseAgentOption(std::string_view option,
+                                           std::string_view agent_dir) {
+  // Debian's Abseil has its own string_view type.
+  const absl::string_view arg(option.data(), option.size());
+  const absl::string_view dir(agent_dir.data(), agent_dir.size());
   AgentSpec spec;
-  std::string_view rest;
+  absl::string_view rest;
   bool is_lib = false;
   if (absl::StartsWith(arg, "-agentpath:")) {
     rest = arg.substr(11);
@@ -49,8 +53,8 @@ absl::StatusOr<AgentSpec> ParseAgentOption(std::string_view arg, std::string_vie
     return absl::InvalidArgumentError(absl::StrCat("not an agent option: '", arg, "'"));
   }
   const size_t eq = rest.find('=');
-  std::string_view target = rest.substr(0, eq);
-  if (eq != std::string_view::npos) {
+  const absl::string_view target = rest.substr(0, eq);
+  if (eq != absl::string_view::npos) {
     spec.options = std::string(rest.substr(eq + 1));
     spec.has_options = true;
   }
@@ -59,11 +63,11 @@ absl::StatusOr<AgentSpec> ParseAgentOption(std::string_view arg, std::string_vie
         absl::StrCat("'", arg, "': missing ", is_lib ? "library name" : "library path"));
   }
   if (is_lib) {
-    if (target.find('/') != std::string_view::npos) {
+    if (target.find('/') != absl::string_view::npos) {
       return absl::InvalidArgumentError(
           absl::StrCat("'", arg, "': -agentlib takes a name, not a path (use -agentpath)"));
     }
-    spec.path = absl::StrCat(agent_dir, "/lib", target, ".so");
+    spec.path = absl::StrCat(dir, "/lib", target, ".so");
   } else {
     spec.path = std::string(target);
   }

@@ -23,18 +23,18 @@ bool Environment::EventEnabledFor(vmtiEvent e, const VMThread* thread) {
   const uint64_t bit = EventBit(e);
   if ((global_events.load(std::memory_order_acquire) & bit) != 0) return true;
   if (thread == nullptr) return false;
-  absl::MutexLock lock(&mu);
+  gc::MutexLock lock(&mu);
   auto it = thread_events.find(thread);
   return it != thread_events.end() && (it->second & bit) != 0;
 }
 
 vmtiEventCallbacks Environment::Callbacks() {
-  absl::MutexLock lock(&mu);
+  gc::MutexLock lock(&mu);
   return callbacks;
 }
 
 vmtiCapabilities Environment::Capabilities() {
-  absl::MutexLock lock(&mu);
+  gc::MutexLock lock(&mu);
   return capabilities;
 }
 

@@ -14,7 +14,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "gc/sync.h"
 #include "agent_api/tags.h"
 #include "vmti/vmti.h"
 
@@ -45,7 +45,7 @@ struct Environment {
 
   // Capabilities, as a plain copy (read under mu, or racily for fast checks
   // of bits that only this env's own calls change).
-  absl::Mutex mu;
+  gc::Mutex mu;
   vmtiCapabilities capabilities ABSL_GUARDED_BY(mu){};
   vmtiEventCallbacks callbacks ABSL_GUARDED_BY(mu){};
 

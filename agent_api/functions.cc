@@ -169,7 +169,7 @@ vmtiError DisposeEnvironment(vmtiEnv* env) {
   // Relinquish everything: events stop, tags are forgotten (their weak slots
   // stay until collected, reporting to a disposed env, which ignores them).
   {
-    absl::MutexLock lock(&e->mu);
+    gc::MutexLock lock(&e->mu);
     std::memset(&e->capabilities, 0, sizeof e->capabilities);
     std::memset(&e->callbacks, 0, sizeof e->callbacks);
     e->thread_events.clear();
@@ -210,7 +210,7 @@ vmtiError AddCapabilities(vmtiEnv* env, const vmtiCapabilities* caps_ptr) {
   if ((caps_ptr->reserved[0] | caps_ptr->reserved[1] | caps_ptr->reserved[2]) != 0) {
     return VMTI_ERROR_NOT_AVAILABLE;
   }
-  absl::MutexLock lock(&e->mu);
+  gc::MutexLock lock(&e->mu);
   vmtiCapabilities& have = e->capabilities;
   have.can_generate_sampled_alloc_events |= caps_ptr->can_generate_sampled_alloc_events;
   have.can_tag_objects |= caps_ptr->can_tag_objects;
@@ -224,7 +224,7 @@ vmtiError RelinquishCapabilities(vmtiEnv* env, const vmtiCapabilities* caps_ptr)
   VMTI_ENTER(env, kOnload | kLive, false);
   VMTI_NOT_NULL(caps_ptr);
   {
-    absl::MutexLock lock(&e->mu);
+    gc::MutexLock lock(&e->mu);
     vmtiCapabilities& have = e->capabilities;
     if (caps_ptr->can_generate_sampled_alloc_events) have.can_generate_sampled_alloc_events = 0;
     if (caps_ptr->can_tag_objects) have.can_tag_objects = 0;
@@ -260,7 +260,7 @@ vmtiError SetEventCallbacks(vmtiEnv* env, const vmtiEventCallbacks* callbacks,
     std::memcpy(&copy, callbacks,
                 std::min<size_t>(sizeof copy, static_cast<size_t>(size_of_callbacks)));
   }
-  absl::MutexLock lock(&e->mu);
+  gc::MutexLock lock(&e->mu);
   e->callbacks = copy;
   return VMTI_ERROR_NONE;
 }
@@ -310,7 +310,7 @@ vmtiError SetEventNotificationMode(vmtiEnv* env, vmtiEventMode mode, vmtiEvent e
     if (vmtiError err = e->tool->ResolveThread(event_thread, &t); err != VMTI_ERROR_NONE) {
       return err;
     }
-    absl::MutexLock lock(&e->mu);
+    gc::MutexLock lock(&e->mu);
     uint64_t& mask = e->thread_events[t];
     mask = mode == VMTI_ENABLE ? (mask | bit) : (mask & ~bit);
   }

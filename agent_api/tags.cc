@@ -13,7 +13,7 @@ void TagMap::RebuildIndexLocked(gc::WeakTable& table, uint64_t epoch) {
 }
 
 int64_t TagMap::Get(gc::WeakTable& table, uint64_t epoch, gc::Object* obj) {
-  absl::MutexLock lock(&mu_);
+  gc::MutexLock lock(&mu_);
   RebuildIndexLocked(table, epoch);
   auto it = index_.find(obj);
   return it == index_.end() ? 0 : records_[it->second].tag;
@@ -21,7 +21,7 @@ int64_t TagMap::Get(gc::WeakTable& table, uint64_t epoch, gc::Object* obj) {
 
 void TagMap::Set(gc::WeakTable& table, uint64_t epoch, int env_id, gc::Object* obj,
                  int64_t tag) {
-  absl::MutexLock lock(&mu_);
+  gc::MutexLock lock(&mu_);
   RebuildIndexLocked(table, epoch);
   auto it = index_.find(obj);
   if (it != index_.end()) {
@@ -56,7 +56,7 @@ void TagMap::Set(gc::WeakTable& table, uint64_t epoch, int env_id, gc::Object* o
 }
 
 std::optional<int64_t> TagMap::OnPromoted(uint64_t record) {
-  absl::MutexLock lock(&mu_);
+  gc::MutexLock lock(&mu_);
   if (record >= records_.size() || !records_[record].in_use || records_[record].promoted) {
     return std::nullopt;
   }
@@ -65,7 +65,7 @@ std::optional<int64_t> TagMap::OnPromoted(uint64_t record) {
 }
 
 std::optional<int64_t> TagMap::OnDied(gc::WeakTable& table, uint64_t record) {
-  absl::MutexLock lock(&mu_);
+  gc::MutexLock lock(&mu_);
   if (record >= records_.size() || !records_[record].in_use) return std::nullopt;
   Record& rec = records_[record];
   const int64_t tag = rec.tag;
@@ -80,7 +80,7 @@ std::optional<int64_t> TagMap::OnDied(gc::WeakTable& table, uint64_t record) {
 }
 
 size_t TagMap::size() {
-  absl::MutexLock lock(&mu_);
+  gc::MutexLock lock(&mu_);
   return live_;
 }
 

@@ -22,7 +22,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "gc/sync.h"
 #include "gc/object.h"
 #include "gc/weak_table.h"
 
@@ -60,7 +60,7 @@ class TagMap {
   void RebuildIndexLocked(gc::WeakTable& table, uint64_t epoch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  absl::Mutex mu_;
+  gc::Mutex mu_;
   std::vector<Record> records_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> free_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<const gc::Object*, uint64_t> index_ ABSL_GUARDED_BY(mu_);

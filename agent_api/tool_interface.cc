@@ -14,16 +14,24 @@ namespace {
 
 thread_local ThreadState tls_state;
 
-// Pushes a handle for the duration of a callback.
+// Tokens for vmtiObject handles: process-wide, never reused, never 0.
+std::atomic<uint64_t> g_next_handle_token{1};
+
+// Makes a handle for the duration of a callback.
 class HandleScope {
  public:
-  HandleScope(ThreadState& ts, gc::Value* slot) : ts_(ts) { ts_.handles.push_back(slot); }
+  HandleScope(ThreadState& ts, gc::Value* slot) : ts_(ts) {
+    token_ = g_next_handle_token.fetch_add(1, std::memory_order_relaxed);
+    ts_.handles.push_back({token_, slot});
+  }
   ~HandleScope() { ts_.handles.pop_back(); }
   HandleScope(const HandleScope&) = delete;
   HandleScope& operator=(const HandleScope&) = delete;
+  vmtiObject handle() const { return reinterpret_cast<vmtiObject>(static_cast<uintptr_t>(token_)); }
 
  private:
   ThreadState& ts_;
+  uint64_t token_;
 };
 
 vmtiError VmGetEnv(vmtiVM* vm, void** penv, vmtiInt version) {
@@ -84,7 +92,7 @@ vmtiError ToolInterface::NewEnvironment(void** penv, vmtiInt version) {
     return VMTI_ERROR_UNSUPPORTED_VERSION;
   }
   if (phase() == VMTI_PHASE_DEAD) return VMTI_ERROR_WRONG_PHASE;
-  absl::MutexLock lock(&envs_mu_);
+  gc::MutexLock lock(&envs_mu_);
   if (!CanRegisterEnvironment()) return VMTI_ERROR_OUT_OF_MEMORY;
   envs_.push_back(std::make_unique<Environment>(&FunctionTable(), this,
                                                 static_cast<int>(envs_.size())));
@@ -99,7 +107,7 @@ size_t ToolInterface::EnvironmentCount() const {
 }
 
 Environment* ToolInterface::EnvironmentAt(size_t i) const {
-  absl::MutexLock lock(&envs_mu_);
+  gc::MutexLock lock(&envs_mu_);
   return envs_[i].get();
 }
 
@@ -145,12 +153,12 @@ vmtiError ToolInterface::ResolveThread(vmtiThread handle, VMThread** out) {
 }
 
 gc::Object* ToolInterface::ResolveObject(vmtiObject handle) {
-  ThreadState& ts = CurrentThreadState();
-  auto* slot = reinterpret_cast<gc::Value*>(handle);
-  if (std::find(ts.handles.begin(), ts.handles.end(), slot) == ts.handles.end()) {
-    return nullptr;
+  const ThreadState& ts = CurrentThreadState();
+  const auto token = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle));
+  for (const ThreadState::Handle& h : ts.handles) {
+    if (h.token == token) return h.slot->IsRef() ? h.slot->AsRef() : nullptr;
   }
-  return slot->IsRef() ? slot->AsRef() : nullptr;
+  return nullptr;
 }
 
 uint64_t ToolInterface::CollectionEpoch() const { return vm_->heap()->CollectionCount(); }
@@ -165,7 +173,7 @@ void ToolInterface::ForceGarbageCollection() {
 
 vmtiWeak ToolInterface::NewWeakRef(gc::Object* obj) {
   const gc::WeakSlotId id = weak_table().Create(obj, 0);
-  absl::MutexLock lock(&weak_refs_mu_);
+  gc::MutexLock lock(&weak_refs_mu_);
   if (weak_ref_live_.size() <= id) weak_ref_live_.resize(id + 1);
   weak_ref_live_[id] = true;
   return reinterpret_cast<vmtiWeak>(static_cast<uintptr_t>(id) + 1);
@@ -173,7 +181,7 @@ vmtiWeak ToolInterface::NewWeakRef(gc::Object* obj) {
 
 bool ToolInterface::ValidWeakRef(vmtiWeak weak) {
   const uintptr_t v = reinterpret_cast<uintptr_t>(weak);
-  absl::MutexLock lock(&weak_refs_mu_);
+  gc::MutexLock lock(&weak_refs_mu_);
   return v != 0 && v - 1 < weak_ref_live_.size() && weak_ref_live_[v - 1];
 }
 
@@ -185,7 +193,7 @@ bool ToolInterface::IsWeakRefCleared(vmtiWeak weak) {
 void ToolInterface::DeleteWeakRef(vmtiWeak weak) {
   const auto id = static_cast<gc::WeakSlotId>(reinterpret_cast<uintptr_t>(weak) - 1);
   {
-    absl::MutexLock lock(&weak_refs_mu_);
+    gc::MutexLock lock(&weak_refs_mu_);
     weak_ref_live_[id] = false;
   }
   weak_table().Delete(id);
@@ -206,13 +214,14 @@ void ToolInterface::OnVMInit(VMThread* main) {
 
 void ToolInterface::OnVMDeath(VMThread* current) {
   if (current != nullptr) CurrentThreadState().thread = current;
-  // Collections that already happened may still owe lifecycle events.
   for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
     Environment* env = EnvironmentAt(i);
     if (env->disposed.load() || !env->EventEnabledFor(VMTI_EVENT_VM_DEATH, current)) continue;
     if (auto cb = env->Callbacks().VMDeath) cb(env->AsVmti());
   }
   phase_.store(VMTI_PHASE_DEAD, std::memory_order_release);
+  // The process ends right after this; agents get their last word now.
+  UnloadAgents();
 }
 
 void ToolInterface::OnThreadStart(VMThread* thread) {
@@ -236,7 +245,7 @@ void ToolInterface::OnThreadEnd(VMThread* thread) {
   // Per-thread enables die with the thread (its address may be reused).
   for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
     Environment* env = EnvironmentAt(i);
-    absl::MutexLock lock(&env->mu);
+    gc::MutexLock lock(&env->mu);
     env->thread_events.erase(thread);
   }
 }
@@ -262,7 +271,7 @@ void ToolInterface::OnSampledAllocation(gc::Mutator* m, gc::Value* object_root,
     if (cb == nullptr || !object_root->IsRef()) continue;
     // Re-read for each env: an earlier callback may have moved the object.
     gc::Object* obj = object_root->AsRef();
-    cb(env->AsVmti(), AsHandle(thread), reinterpret_cast<vmtiObject>(object_root),
+    cb(env->AsVmti(), AsHandle(thread), scope.handle(),
        reinterpret_cast<vmtiClass>(const_cast<gc::ClassLayout*>(obj->klass)),
        static_cast<vmtiLong>(obj->Size()));
   }
@@ -302,7 +311,7 @@ void ToolInterface::OnGcFinish() {
 
 void ToolInterface::OnWeakEvents(absl::Span<const gc::WeakEvent> events) {
   {
-    absl::MutexLock lock(&delivery_mu_);
+    gc::MutexLock lock(&delivery_mu_);
     for (const gc::WeakEvent& e : events) {
       if (e.cookie != 0 && e.kind != gc::WeakEventKind::kMoved) pending_.push_back(e);
     }
@@ -314,7 +323,7 @@ void ToolInterface::OnWeakEvents(absl::Span<const gc::WeakEvent> events) {
   for (;;) {
     gc::WeakEvent e;
     {
-      absl::MutexLock lock(&delivery_mu_);
+      gc::MutexLock lock(&delivery_mu_);
       if (pending_.empty()) {
         delivering_ = false;
         return;

@@ -17,11 +17,12 @@
 // 3. Event dispatch. Callbacks run without any VMTI lock held (agents may
 //    call back into VMTI, enable events, or force collections from them).
 //    Environments are append-only, so dispatch iterates a stable prefix.
-// 4. Object handles. A vmtiObject is the address of a root slot valid for
-//    the duration of one callback (the heap's sample root). Each thread keeps
-//    its live handles; any other pointer an agent passes is rejected with
-//    VMTI_ERROR_INVALID_OBJECT, so a stale or forged handle cannot crash
-//    the VM.
+// 4. Object handles. A vmtiObject is an opaque token naming a root slot
+//    (the heap's sample root) for the duration of one callback. Tokens are
+//    never reused, so a handle kept past its callback cannot alias a later
+//    one even though the slot is the same; each thread keeps its live
+//    (token, slot) pairs, and anything else an agent passes is rejected with
+//    VMTI_ERROR_INVALID_OBJECT. A stale or forged handle cannot crash the VM.
 // 5. Lifecycle events. ObjectPromote and ObjectFree come from the
 //    collector's weak-slot reports, delivered after the pause on the thread
 //    that collected, in the order the collection found them. Nothing is
@@ -40,7 +41,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "gc/sync.h"
 #include "agent_api/agent_loader.h"
 #include "agent_api/environment.h"
 #include "gc/gc_observer.h"
@@ -58,7 +59,11 @@ namespace minivm::agent {
 // Per-OS-thread state of the agent API.
 struct ThreadState {
   VMThread* thread = nullptr;        // null on a native thread an agent made
-  std::vector<gc::Value*> handles;   // live vmtiObject handles, innermost last
+  struct Handle {
+    uint64_t token;  // the vmtiObject value
+    gc::Value* slot;
+  };
+  std::vector<Handle> handles;       // live vmtiObject handles, innermost last
   const gc::SampleDecision* sample = nullptr;  // inside SampledObjectAlloc
   gc::Generation sample_generation = gc::Generation::kYoung;
   int restricted_depth = 0;          // inside GarbageCollectionStart/Finish
@@ -142,17 +147,17 @@ class ToolInterface final : public ToolHooks,
   std::atomic<vmtiPhase> phase_{VMTI_PHASE_ONLOAD};
   std::atomic<int32_t> interval_;
 
-  mutable absl::Mutex envs_mu_;
+  mutable gc::Mutex envs_mu_;
   std::vector<std::unique_ptr<Environment>> envs_ ABSL_GUARDED_BY(envs_mu_);
   std::atomic<size_t> env_count_{0};
 
   // Weak-event delivery (design point 5).
-  absl::Mutex delivery_mu_;
+  gc::Mutex delivery_mu_;
   std::deque<gc::WeakEvent> pending_ ABSL_GUARDED_BY(delivery_mu_);
   bool delivering_ ABSL_GUARDED_BY(delivery_mu_) = false;
 
   // NewWeakRef handles: slot id + 1, so that null is never a valid handle.
-  absl::Mutex weak_refs_mu_;
+  gc::Mutex weak_refs_mu_;
   std::vector<bool> weak_ref_live_ ABSL_GUARDED_BY(weak_refs_mu_);
 };
 

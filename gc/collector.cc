@@ -57,7 +57,10 @@ std::string Mib(size_t n) { return absl::StrFormat("%.1fM", n / 1048576.0); }
 
 void GenerationalHeap::VisitAllRoots(RootVisitor& visitor) {
   vm_->VisitGlobalRoots(visitor);
-  for (Mutator* m : safepoints_.mutators()) vm_->VisitMutatorRoots(m, visitor);
+  for (Mutator* m : safepoints_.mutators()) {
+    vm_->VisitMutatorRoots(m, visitor);
+    visitor.VisitRoot(&MutatorData::Of(m)->sample_root);  // a sample being reported
+  }
 }
 
 bool GenerationalHeap::PromotionGuaranteed() const {
@@ -66,7 +69,8 @@ bool GenerationalHeap::PromotionGuaranteed() const {
   return worst_pages <= static_cast<double>(old_->free_pages());
 }
 
-GenerationalHeap::GcKind GenerationalHeap::Collect(Mutator* requester, GcCause cause, GcKind kind) {
+GenerationalHeap::GcKind GenerationalHeap::Collect(Mutator* requester, GcCause cause, GcKind kind,
+                                                   size_t alloc_size, uintptr_t* allocation) {
   if (!safepoints_.Begin(requester)) return GcKind::kNone;
   const auto start = std::chrono::steady_clock::now();
   const size_t before = UsedBytes();
@@ -76,6 +80,8 @@ GenerationalHeap::GcKind GenerationalHeap::Collect(Mutator* requester, GcCause c
     RetireTlab(m);
     MutatorData::Of(m)->tlab_sizer.OnCollection(young_->eden_used(), young_->eden_capacity());
   }
+  GcObserver* const gc_observer = gc_observer_.load(std::memory_order_acquire);
+  if (gc_observer != nullptr) gc_observer->OnGcStart();
   std::vector<WeakEvent> events;
   bool report;
   {
@@ -95,6 +101,9 @@ GenerationalHeap::GcKind GenerationalHeap::Collect(Mutator* requester, GcCause c
     if (old_->used_bytes() > old_before) promoted = old_->used_bytes() - old_before;
   }
   if (options_.verify_heap) Verify("after collection");
+  collections_.fetch_add(1, std::memory_order_release);
+  if (gc_observer != nullptr) gc_observer->OnGcFinish();
+  if (allocation != nullptr) *allocation = TryAllocate(requester, alloc_size);
 
   const uint64_t pause_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
@@ -189,6 +198,20 @@ void GenerationalHeap::RunAtSafepoint(Mutator* requester, absl::FunctionRef<void
   }
   for (Mutator* m : safepoints_.mutators()) fn(m);
   safepoints_.End(requester);
+}
+
+void GenerationalHeap::ReconfigureSampling(Mutator* requester, int32_t interval) {
+  sampling_interval_.store(interval, std::memory_order_relaxed);
+  RunAtSafepoint(requester, [this](Mutator* m) {
+    // Read inside the pause: concurrent reconfigurations all end with the
+    // settings current when the last one ran.
+    SampleObserver* observer = sample_observer_.load(std::memory_order_acquire);
+    ThreadSampler& sampler = MutatorData::Of(m)->sampler;
+    sampler.Sync(m->tlab);
+    sampler.Configure(observer != nullptr && observer->SamplingEnabledFor(m),
+                      sampling_interval_.load(std::memory_order_relaxed), m->tlab);
+    sampler.Arm(m->tlab);
+  });
 }
 
 void GenerationalHeap::VerifyNow(Mutator* requester) {

@@ -54,11 +54,30 @@ class GenerationalHeap final : public Heap {
   void RunAtSafepoint(Mutator* requester, absl::FunctionRef<void(Mutator*)> fn) override;
   WeakTable& weak_table() override { return weak_; }
   void SetWeakObserver(WeakObserver* observer) override;
+  void SetSampleObserver(SampleObserver* observer) override {
+    sample_observer_.store(observer, std::memory_order_release);
+  }
+  void ReconfigureSampling(Mutator* requester, int32_t interval) override;
+  void SetGcObserver(GcObserver* observer) override {
+    gc_observer_.store(observer, std::memory_order_release);
+  }
+  bool IsYoung(const Object* obj) const override { return InYoung(obj); }
+  uint64_t CollectionCount() const override {
+    return collections_.load(std::memory_order_acquire);
+  }
+  void StopMutatorsForExit(Mutator* requester) override {
+    safepoints_.BeginPermanent(requester);
+  }
 
   // One collection of the given kind (a minor one may be upgraded to full by
   // the promotion guarantee). Returns what ran, kNone if another thread's
-  // collection ran instead while this one waited.
-  GcKind Collect(Mutator* requester, GcCause cause, GcKind kind);
+  // collection ran instead while this one waited. With `allocation`, the
+  // requester's allocation of `alloc_size` bytes is attempted inside the same
+  // pause, before any other thread resumes (0 if it did not fit): otherwise
+  // the threads released by the pause could use up the space it freed before
+  // the requester retries, and it would report a false exhaustion.
+  GcKind Collect(Mutator* requester, GcCause cause, GcKind kind, size_t alloc_size = 0,
+                 uintptr_t* allocation = nullptr);
 
   // Introspection (tests, verifier). Meaningful while the world is stopped
   // or the caller is the only mutator.
@@ -81,6 +100,9 @@ class GenerationalHeap final : public Heap {
                    size_t young_bytes);
 
   uintptr_t TryAllocate(Mutator* m, size_t size);
+  // Posts a sampled allocation to the observer; returns the object's
+  // (possibly new) address. Out of line: samples are rare.
+  Object* ReportSample(Mutator* m, Object* obj, const SampleDecision& decision);
   void RetireTlab(Mutator* m);
   bool PromotionGuaranteed() const;
   void MinorCollection(std::vector<WeakEvent>* events);
@@ -110,6 +132,10 @@ class GenerationalHeap final : public Heap {
   std::atomic<uint64_t> bytes_allocated_{0};
   std::atomic<uint64_t> large_objects_{0};
   std::atomic<uint64_t> stress_counter_{0};
+  std::atomic<uint64_t> collections_{0};
+  std::atomic<SampleObserver*> sample_observer_{nullptr};
+  std::atomic<GcObserver*> gc_observer_{nullptr};
+  std::atomic<int32_t> sampling_interval_{kDefaultSamplingInterval};
   mutable Mutex stats_mu_;
   HeapStats stats_ ABSL_GUARDED_BY(stats_mu_);
 

@@ -9,13 +9,22 @@
 // 3. Memory handed out is zeroed here, by the receiving thread: a whole TLAB
 //    at refill, an outside-TLAB object or a large object on its own. A pause
 //    never clears memory, so it stays proportional to the survivors.
-// 4. On failure it collects (minor first for small objects, then full) and
-//    retries; after a full collection of its own it retries once and then
-//    reports exhaustion (nullptr). When another thread's collection ran while
-//    it waited it simply retries. So there is no endless GC loop.
+// 4. On failure it collects (minor first for small objects, then full), and
+//    the thread that collects allocates inside its own pause, before any
+//    other thread resumes. Only when that fails right after a full collection
+//    does it report exhaustion (nullptr), so a thread is never starved into a
+//    false "heap exhausted" by threads that raced into the space it freed.
+//    When another thread's collection ran while it waited, it retries. Each
+//    round either allocates, or ends in its own full collection, or waits
+//    for another thread's collection (which made progress), so there is no
+//    endless GC loop.
 // 5. The object is initialised (klass, length) at exactly one point, right
-//    before the sampler hook; every return leaves the TLAB invariants
-//    (tlab.h) intact with current_end == end.
+//    before the sampler's one call site; every return leaves the TLAB
+//    invariants (tlab.h) intact, with current_end lowered to the next sample
+//    point when the thread samples (gc/sampler.h).
+// 6. Sampler bookkeeping: Sync on entry (before anything moves the TLAB),
+//    Sync + OnTlabRetired in RetireTlab (refills and collections alike),
+//    Account + Arm after placing the object. Nothing else touches it.
 #include "gc/heap.h"
 
 #include <sys/mman.h>
@@ -32,8 +41,6 @@
 
 namespace minivm::gc {
 namespace {
-
-constexpr int kMaxAllocationRounds = 64;
 
 size_t RoundDownToPage(size_t n) { return n / kPageSize * kPageSize; }
 
@@ -109,7 +116,15 @@ void GenerationalHeap::AttachMutator(Mutator* m) {
   m->card_table_biased = cards_.biased();
   m->gc_private = data;
   m->poll.store(0, std::memory_order_relaxed);
+  if (options_.fixed_tlab_bytes != 0) data->tlab_sizer.SetFixed(options_.fixed_tlab_bytes);
+  data->sampler.Seed(options_.sampler_seed, m->thread_index);
   safepoints_.Attach(m);
+  // Configured after Attach: any later reconfiguration sees this thread, and
+  // none can run on it before it next polls.
+  SampleObserver* observer = sample_observer_.load(std::memory_order_acquire);
+  data->sampler.Configure(observer != nullptr && observer->SamplingEnabledFor(m),
+                          sampling_interval_.load(std::memory_order_relaxed), m->tlab);
+  data->sampler.Arm(m->tlab);
 }
 
 void GenerationalHeap::DetachMutator(Mutator* m) {
@@ -127,7 +142,10 @@ void GenerationalHeap::DetachMutator(Mutator* m) {
 void GenerationalHeap::RetireTlab(Mutator* m) {
   const size_t used = m->tlab.top - m->tlab.start;
   bytes_allocated_.fetch_add(used, std::memory_order_relaxed);
-  MutatorData::Of(m)->tlab_sizer.RecordAllocatedBytes(used);
+  MutatorData* data = MutatorData::Of(m);
+  data->tlab_sizer.RecordAllocatedBytes(used);
+  data->sampler.Sync(m->tlab);  // charge what the fast path allocated in it
+  data->sampler.OnTlabRetired();
   m->tlab = Tlab{};
 }
 
@@ -178,6 +196,8 @@ Object* GenerationalHeap::AllocateSlow(Mutator* m, const ClassLayout* cls, size_
   MINIVM_GC_DCHECK(size >= kHeaderSize && size % kObjectAlignment == 0, "bad allocation size %d",
                    size);
   gc::SafepointPoll(m);
+  ThreadSampler& sampler = MutatorData::Of(m)->sampler;
+  sampler.Sync(m->tlab);
   // A request that no collection can satisfy fails at once.
   if (size > kMaxObjectSize || (size > kLargeObjectThreshold && size > old_->capacity())) {
     return nullptr;
@@ -189,16 +209,13 @@ Object* GenerationalHeap::AllocateSlow(Mutator* m, const ClassLayout* cls, size_
   }
   uintptr_t mem = 0;
   bool tried_minor = size > kLargeObjectThreshold;  // a minor GC cannot free old pages
-  for (int round = 0; round < kMaxAllocationRounds; ++round) {
+  for (;;) {
     mem = TryAllocate(m, size);
     if (mem != 0) break;
-    const GcKind ran =
-        Collect(m, GcCause::kAllocationFailure, tried_minor ? GcKind::kFull : GcKind::kMinor);
+    const GcKind ran = Collect(m, GcCause::kAllocationFailure,
+                               tried_minor ? GcKind::kFull : GcKind::kMinor, size, &mem);
+    if (mem != 0 || ran == GcKind::kFull) break;
     if (ran == GcKind::kMinor) tried_minor = true;
-    if (ran == GcKind::kFull) {
-      mem = TryAllocate(m, size);
-      break;
-    }
   }
   if (mem == 0) return nullptr;  // heap exhausted
 
@@ -206,15 +223,33 @@ Object* GenerationalHeap::AllocateSlow(Mutator* m, const ClassLayout* cls, size_
   obj->klass = cls;  // gc_word and body are zero
   if (cls->kind != LayoutKind::kFields) obj->set_length(length);
 
-  // ---- Sampler hook (docs/gc.md, "Allocation paths") ----
+  // ---- The sampler's one call site (docs/sampling.md) ----
   // The object is fully initialised and reachable only from here; every
   // slow-path allocation (TLAB refill, outside-TLAB eden, large object)
-  // passes this point exactly once. The sampler will be called here with
-  // (m, obj, size) and then recompute m->tlab.current_end for the next
-  // sample point. Until then current_end == end.
+  // passes this point exactly once.
+  const SampleDecision decision = sampler.Account(size, m->tlab);
+  sampler.Arm(m->tlab);
+  if (ABSL_PREDICT_FALSE(decision.sample_count != 0)) obj = ReportSample(m, obj, decision);
   MINIVM_GC_DCHECK(m->tlab.start <= m->tlab.top && m->tlab.top <= m->tlab.current_end &&
-                       m->tlab.current_end == m->tlab.end,
+                       m->tlab.current_end <= m->tlab.end,
                    "TLAB invariant broken on return from the slow path");
+  return obj;
+}
+
+Object* GenerationalHeap::ReportSample(Mutator* m, Object* obj, const SampleDecision& decision) {
+  SampleObserver* observer = sample_observer_.load(std::memory_order_acquire);
+  if (observer == nullptr) return obj;
+  MutatorData* data = MutatorData::Of(m);
+  const Generation generation = InYoung(obj) ? Generation::kYoung : Generation::kOld;
+  // The callback may collect (moving obj) or re-configure sampling; the
+  // sampler is suspended so nothing it allocates is sampled or charged.
+  data->sample_root = Value::Ref(obj);
+  data->sampler.Suspend();
+  observer->OnSampledAllocation(m, &data->sample_root, decision, generation);
+  data->sampler.Resume(m->tlab);
+  data->sampler.Arm(m->tlab);
+  obj = data->sample_root.AsRef();
+  data->sample_root = Value::Null();
   return obj;
 }
 

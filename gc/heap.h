@@ -17,6 +17,7 @@
 #include "absl/base/optimization.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "gc/gc_observer.h"
 #include "gc/mutator.h"
 #include "gc/object.h"
 #include "gc/vm_interface.h"
@@ -49,6 +50,11 @@ struct HeapOptions {
   // MaxTenuringThreshold): an object that survived this many minor
   // collections is promoted at the next. 0 promotes at the first collection.
   uint32_t max_tenuring_threshold = 15;
+  // The heap sampler's streams derive from this and each thread's index
+  // (--seed).
+  uint64_t sampler_seed = 0;
+  // Fixed TLAB size (--tlab-size); 0 = adaptive sizing.
+  size_t fixed_tlab_bytes = 0;
 };
 
 enum class GcCause {
@@ -131,6 +137,25 @@ class Heap {
   // events of every collection after its pause; null stops reporting.
   virtual WeakTable& weak_table() = 0;
   virtual void SetWeakObserver(WeakObserver* observer) = 0;
+
+  // Heap sampling (gc/sampler.h). The observer decides which threads sample
+  // and receives every sampled allocation; null turns sampling off.
+  virtual void SetSampleObserver(SampleObserver* observer) = 0;
+  // Sets the VM-wide mean interval and re-arms every thread's sampler at a
+  // safepoint, asking the observer which threads sample: the change takes
+  // effect at each thread's next allocation.
+  virtual void ReconfigureSampling(Mutator* requester, int32_t interval) = 0;
+  // Collection start and finish, inside the pause.
+  virtual void SetGcObserver(GcObserver* observer) = 0;
+
+  // True for an object in the young generation (false: old or large).
+  virtual bool IsYoung(const Object* obj) const = 0;
+  // Collections so far; changes at every pause (the agent API re-indexes
+  // tagged objects by address when it does).
+  virtual uint64_t CollectionCount() const = 0;
+  // VM death: stops every other mutator for good. The requester keeps the
+  // world stopped and may still collect (see SafepointManager).
+  virtual void StopMutatorsForExit(Mutator* requester) = 0;
 };
 
 class BlockedScope {

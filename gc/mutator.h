@@ -35,6 +35,10 @@ struct Mutator {
   // Owned by the heap (thread registry, safepoint state, TLAB sizing, sampler
   // state). Opaque to the VM.
   void* gc_private = nullptr;
+
+  // The thread's index in spawn order (0 = main), set by the VM before
+  // AttachMutator: it seeds the thread's sampler stream with --seed.
+  uint64_t thread_index = 0;
 };
 
 }  // namespace minivm::gc

@@ -3,7 +3,9 @@
 #define MINIVM_GC_MUTATOR_DATA_H_
 
 #include "gc/mutator.h"
+#include "gc/object.h"
 #include "gc/safepoint.h"
+#include "gc/sampler.h"
 #include "gc/tlab_sizer.h"
 
 namespace minivm::gc {
@@ -13,6 +15,11 @@ struct MutatorData {
 
   ThreadState state = ThreadState::kRunning;  // guarded by SafepointManager's mutex
   TlabSizer tlab_sizer;                       // the owning thread, or the collector in a pause
+  // The owning thread, or a safepoint owner while the thread is stopped.
+  ThreadSampler sampler;
+  // Holds a sampled object while observers run: a root (VisitAllRoots),
+  // updated if a collection moves the object.
+  Value sample_root;
 };
 
 }  // namespace minivm::gc

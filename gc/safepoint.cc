@@ -43,6 +43,7 @@ void SafepointManager::Detach(Mutator* m) {
 
 bool SafepointManager::Begin(Mutator* requester) {
   MutexLock lock(&mu_);
+  if (active_ && permanent_ && owner_ == requester) return true;
   if (active_) {
     if (requester != nullptr) {
       ParkLocked(requester);
@@ -60,8 +61,16 @@ bool SafepointManager::Begin(Mutator* requester) {
   return true;
 }
 
+void SafepointManager::BeginPermanent(Mutator* requester) {
+  while (!Begin(requester)) {
+  }
+  MutexLock lock(&mu_);
+  permanent_ = true;
+}
+
 void SafepointManager::End(Mutator* requester) {
   MutexLock lock(&mu_);
+  if (permanent_) return;
   MINIVM_GC_CHECK(active_ && owner_ == requester, "ending a safepoint the caller does not own");
   active_ = false;
   owner_ = nullptr;

@@ -43,6 +43,10 @@ class SafepointManager {
   // See the protocol above. `requester` may be null (a non-mutator thread).
   bool Begin(Mutator* requester);
   void End(Mutator* requester);
+  // VM death: stops the world and never restarts it. The owner may still
+  // run collections and safepoint operations (Begin returns true at once and
+  // End does nothing for it), so agents' VMDeath callbacks can use the heap.
+  void BeginPermanent(Mutator* requester);
 
   void Poll(Mutator* m);
   void EnterBlocked(Mutator* m);
@@ -60,6 +64,7 @@ class SafepointManager {
   mutable Mutex mu_;
   CondVar cv_;
   bool active_ ABSL_GUARDED_BY(mu_) = false;
+  bool permanent_ ABSL_GUARDED_BY(mu_) = false;
   Mutator* owner_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::vector<Mutator*> mutators_ ABSL_GUARDED_BY(mu_);
 };

@@ -9,7 +9,14 @@ void TlabSizer::Init(size_t eden_capacity, size_t threads) {
   Resize(eden_capacity);
 }
 
+void TlabSizer::SetFixed(size_t bytes) {
+  fixed_ = bytes & ~size_t{7};
+  desired_ = fixed_;
+  waste_limit_ = 0;
+}
+
 void TlabSizer::Resize(size_t eden_capacity) {
+  if (fixed_ != 0) return;
   const size_t max = std::max(kMinTlabBytes, std::min(kMaxTlabBytes, eden_capacity / 8));
   const double want = static_cast<double>(eden_capacity) * fraction_ / kTargetRefills;
   desired_ = std::clamp(static_cast<size_t>(want), kMinTlabBytes, max) & ~size_t{7};
@@ -18,6 +25,7 @@ void TlabSizer::Resize(size_t eden_capacity) {
 
 bool TlabSizer::ShouldAllocateOutside(size_t tlab_free, size_t size) {
   if (size > desired_) return true;
+  if (fixed_ != 0) return false;
   if (tlab_free > waste_limit_) {
     waste_limit_ += kWasteIncrement;
     return true;

@@ -36,6 +36,10 @@ class TlabSizer {
   TlabSizer() = default;
   // Initial share: 1 / threads.
   void Init(size_t eden_capacity, size_t threads);
+  // Pins the TLAB size (--tlab-size, for tests that vary it): no adaptation,
+  // and every object that does not fit the rest of the TLAB triggers a
+  // refill unless it is larger than a whole TLAB.
+  void SetFixed(size_t bytes);
 
   size_t desired_bytes() const { return desired_; }
   size_t refill_waste_limit() const { return waste_limit_; }
@@ -55,6 +59,7 @@ class TlabSizer {
  private:
   void Resize(size_t eden_capacity);
 
+  size_t fixed_ = 0;  // 0: adaptive
   double fraction_ = 1.0;
   size_t desired_ = kMinTlabBytes;
   size_t waste_limit_ = kMinTlabBytes / kRefillWasteFraction;

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "agent_api/tool_interface.h"
 #include "vm/bytecode/disassembler.h"
 #include "vm/compiler/compiler.h"
 #include "vm/runtime/options.h"
@@ -70,12 +71,26 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  // Agents load after the program compiled (a program with errors never
+  // starts the VM) and before the VM exists (phase ONLOAD).
+  std::unique_ptr<minivm::agent::ToolInterface> tools;
+  if (!options->agents.empty()) {
+    tools = std::make_unique<minivm::agent::ToolInterface>();
+    if (absl::Status loaded = tools->LoadAgents(options->agents); !loaded.ok()) {
+      std::fprintf(stderr, "minivm: error: %.*s\n", static_cast<int>(loaded.message().size()),
+                   loaded.message().data());
+      return 1;
+    }
+  }
+
   minivm::VmOptions vm_options;
   vm_options.heap.max_heap_bytes = options->heap_bytes;
   vm_options.heap.young_bytes = options->young_bytes;
   vm_options.heap.verbose_gc = options->verbose_gc;
   vm_options.heap.verify_heap = options->verify_heap;
   vm_options.heap.gc_stress_every = options->gc_stress;
+  vm_options.heap.sampler_seed = options->seed;
+  vm_options.heap.fixed_tlab_bytes = options->tlab_bytes;
   vm_options.seed = options->seed;
   vm_options.stack_depth = options->stack_depth;
   vm_options.program_args = options->program_args;
@@ -83,6 +98,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<minivm::VM>> vm =
       minivm::VM::Create(std::move(compiled.program), std::move(vm_options));
   if (!vm.ok()) return Fail(vm.status().message());
+  if (tools != nullptr) tools->AttachVm(vm->get());
   const int code = (*vm)->Run();
   (*vm)->ExitProcess(code);
 }

@@ -40,6 +40,8 @@ stdout, stderr and exit code are checked against comments in the file:
                                   runs must print the same stdout.
   // args: a b c                  program arguments (shell-like quoting).
   // options: --seed=3            VM options, placed before the file.
+  // agent: NAME[=OPTIONS]        -agentpath:<--agent-dir>/libNAME.so[=OPTIONS],
+                                  before the options (repeatable, in order).
   // no program file              run without the file (and without args):
                                   `minivm [vm-args] [options]`.
   // skip: REASON                 the test is not run; counted as skipped.
@@ -76,6 +78,10 @@ UNCHECKED_RE = re.compile(r"//\s*stdout:\s*unchecked\s*$")
 RUNS_RE = re.compile(r"//\s*runs:\s*(\d+)\s*$")
 ARGS_RE = re.compile(r"//\s*args:(.*)$")
 OPTIONS_RE = re.compile(r"//\s*options:(.*)$")
+AGENT_RE = re.compile(r"//\s*agent:\s*(\S+)\s*$")
+
+# --agent-dir: where `// agent: NAME[=OPTIONS]` finds libNAME.so.
+AGENT_DIR = None
 NO_FILE_RE = re.compile(r"//\s*no program file\s*$")
 SKIP_RE = re.compile(r"//\s*skip:\s*(.*?)\s*$")
 
@@ -101,6 +107,7 @@ class Spec:
         self.runs = 1
         self.args = []
         self.options = []
+        self.agents = []          # `// agent: NAME[=OPTIONS]`, in order
         self.no_file = False
         self.skip = None
         self.problems = []        # malformed directives
@@ -169,6 +176,10 @@ def parse_spec(path):
         m = ARGS_RE.search(line)
         if m:
             spec.args += shlex.split(m.group(1))
+            continue
+        m = AGENT_RE.search(line)
+        if m:
+            spec.agents.append(m.group(1))
             continue
         m = OPTIONS_RE.search(line)
         if m:
@@ -318,7 +329,11 @@ def check_run(spec, stdout, stderr, code, allow_follow_on=False, lenient_stderr=
 
 
 def command_for(spec, minivm, vm_args):
-    cmd = [minivm] + vm_args + spec.options
+    agents = []
+    for a in spec.agents:
+        name, eq, opts = a.partition("=")
+        agents.append(f"-agentpath:{os.path.join(AGENT_DIR or '.', 'lib' + name + '.so')}{eq}{opts}")
+    cmd = [minivm] + agents + vm_args + spec.options
     if not spec.no_file:
         cmd += [spec.path] + spec.args
     return cmd
@@ -440,6 +455,7 @@ def main():
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per run (default 60)")
     parser.add_argument("--allow-follow-on-errors", action="store_true",
                         help="accept extra compile errors on a line that expects one")
+    parser.add_argument("--agent-dir", help="where `// agent: NAME` finds libNAME.so")
     parser.add_argument("--list", action="store_true", help="list the tests that would run, and exit")
     parser.add_argument("--verbose", "-v", action="store_true", help="print passing tests too")
     parser.add_argument("paths", nargs="+", metavar="DIR_OR_FILE")
@@ -460,7 +476,12 @@ def main():
         print(f"run_tests.py: not an executable: {minivm}", file=sys.stderr)
         return 2
 
+    global AGENT_DIR
+    AGENT_DIR = os.path.abspath(args.agent_dir) if args.agent_dir else None
     specs = [parse_spec(t) for t in tests]
+    for spec in specs:
+        if spec.agents and AGENT_DIR is None and spec.skip is None:
+            spec.skip = "needs --agent-dir for its `// agent:` lines"
     counts = {"pass": 0, "fail": 0, "skip": 0}
     lock = threading.Lock()
     failed_paths = []

@@ -112,7 +112,16 @@ absl::StatusOr<Options> ParseOptions(int argc, const char* const* argv) {
             absl::StrCat("invalid value '", v, "' for --jit (expected off, auto or eager)"));
       }
     } else if (absl::StartsWith(arg, "-agentpath:") || absl::StartsWith(arg, "-agentlib:")) {
-      return absl::UnimplementedError("agents are not supported yet");
+      o.agents.emplace_back(arg);
+    } else if (ValueOf(arg, "--tlab-size", &v)) {
+      absl::StatusOr<size_t> s = ParseSize(std::string_view(v.data(), v.size()));
+      if (!s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("--tlab-size: ", s.status().message()));
+      }
+      if (*s < 64 || *s > (size_t{64} << 20)) {
+        return absl::InvalidArgumentError("--tlab-size: must be between 64 and 64m bytes");
+      }
+      o.tlab_bytes = *s;
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown option '", arg, "'"));
     }
@@ -137,6 +146,7 @@ Options come before the program; everything after it is the program's.
   --young=<size>             young generation size (must be smaller than the heap)
   --seed=<n>                 seed for rand and the heap sampler (default 0)
   --stack-depth=<n>          maximum call depth per thread (default 10000)
+  --tlab-size=<size>          fix every TLAB at this size (testing; default adaptive)
   --verbose:gc               one line per collection on stderr
   --verify-heap              check the whole heap before and after every collection
   --gc-stress=<n>            collect at every n-th allocation slow path (testing)

@@ -15,12 +15,6 @@ namespace minivm {
 
 enum class JitMode { kOff, kAuto, kEager };
 
-struct AgentSpec {
-  bool is_path = true;  // -agentpath: (else -agentlib:)
-  std::string name;     // the path or the library name
-  std::string options;  // after '=', may be empty
-};
-
 struct Options {
   bool help = false;
   bool version = false;
@@ -33,7 +27,10 @@ struct Options {
   uint64_t gc_stress = 0;
   bool disassemble = false;
   JitMode jit = JitMode::kOff;
-  std::vector<AgentSpec> agents;  // in command-line order
+  size_t tlab_bytes = 0;          // --tlab-size: fixed TLAB size; 0 = adaptive
+  // -agentpath:/-agentlib: options exactly as written, in command-line order;
+  // parsed and loaded by the agent API (agent_api/agent_loader.h).
+  std::vector<std::string> agents;
   std::string program_path;       // empty only with --help / --version
   std::vector<std::string> program_args;
 };

@@ -39,6 +39,7 @@ absl::StatusOr<std::unique_ptr<VM>> VM::Create(std::unique_ptr<Program> program,
                                          Rng(vm->options_.seed, 0));
   vm->main_thread_ = main.get();
   std::lock_guard<std::mutex> lock(vm->threads_mu_);
+  vm->thread_set_.insert(main.get());
   vm->threads_.push_back(std::move(main));
   return vm;
 }
@@ -90,6 +91,8 @@ int VM::Run() {
     ReportError(t);
     code = 1;
   } else {
+    // Agents go LIVE here: string constants are not sampled, the program is.
+    if (hooks_ != nullptr) hooks_->OnVMInit(t);
     Outcome o = RunFunction(t, functions_[program_->init_function], &ignored);
     if (o == Outcome::kReturn) {
       o = RunFunction(t, functions_[program_->main_function], &ignored);
@@ -104,11 +107,34 @@ int VM::Run() {
   }
   // Without exit_process, a failure in another thread also fails the run.
   if (code == 0) code = exit_code_.load();
-  heap_->DetachMutator(&t->mutator);
+  // With exit_process, main stays attached: ExitProcess stops the world
+  // with it as the safepoint's owner before VMDeath.
+  if (!options_.exit_process) {
+    Die(t);
+    heap_->DetachMutator(&t->mutator);
+  }
   return code;
 }
 
+void VM::Die(VMThread* t) {
+  if (hooks_ == nullptr) return;
+  if (died_.exchange(true)) {
+    // Another thread is ending the VM; never return into the program, and
+    // let its safepoint count this thread as stopped.
+    if (!options_.exit_process) return;
+    gc::BlockedScope blocked(&t->mutator);
+    for (;;) pause();
+  }
+  // Every other thread stops at its next poll and never resumes, so VMDeath
+  // is really the last event (callbacks in flight finish first: a thread in
+  // a callback is not at a poll). In-process runs (tests) only have threads
+  // that already finished, and the destructor must still join them.
+  if (options_.exit_process) heap_->StopMutatorsForExit(&t->mutator);
+  hooks_->OnVMDeath(t);
+}
+
 void VM::ExitProcess(int code) {
+  Die(main_thread_);
   output_mu_.lock();
   ExitProcessLocked(code);
 }
@@ -133,14 +159,20 @@ void VM::ReportError(VMThread* t) {
   std::fflush(options_.out);
   std::fwrite(text.data(), 1, text.size(), options_.err);
   std::fflush(options_.err);
-  if (options_.exit_process) ExitProcessLocked(1);
+  if (options_.exit_process) {
+    Die(t);
+    ExitProcessLocked(1);
+  }
   output_mu_.unlock();
   exit_code_.store(1);
 }
 
 void VM::RequestExit(VMThread* t, int code) {
-  (void)t;
-  if (options_.exit_process) ExitProcess(code);
+  if (options_.exit_process) {
+    Die(t);
+    output_mu_.lock();
+    ExitProcessLocked(code);
+  }
   int expected = 0;
   exit_code_.compare_exchange_strong(expected, code);
 }
@@ -151,6 +183,33 @@ void VM::WriteLine(VMThread* t, std::string_view line) {
   gc::BlockedScope blocked(&t->mutator);
   std::lock_guard<std::mutex> lock(output_mu_);
   std::fwrite(line.data(), 1, line.size(), options_.out);
+}
+
+VMThread* VM::FindThread(const void* handle, bool* alive) const {
+  std::lock_guard<std::mutex> lock(threads_mu_);
+  auto* t = static_cast<const VMThread*>(handle);
+  if (!thread_set_.contains(t)) return nullptr;
+  *alive = t->state != ThreadState::kFinished;
+  return const_cast<VMThread*>(t);
+}
+
+std::vector<VMThread*> VM::LiveThreads() const {
+  std::lock_guard<std::mutex> lock(threads_mu_);
+  std::vector<VMThread*> live;
+  for (const auto& t : threads_) {
+    if (t->state == ThreadState::kRunning || t.get() == main_thread_) live.push_back(t.get());
+  }
+  return live;
+}
+
+const Klass* VM::FindClass(const void* klass) const {
+  for (const Klass* k : {ArrayKlass(), BytesKlass(), StringKlass(), ThreadKlass()}) {
+    if (k == klass) return k;
+  }
+  for (const Klass* k : classes_) {
+    if (k == klass) return k;
+  }
+  return nullptr;
 }
 
 size_t VM::thread_count() const {
@@ -188,6 +247,7 @@ bool VM::Spawn(VMThread* t, const Function* fn, gc::Value* args, int argc, gc::V
     owned->start_function = fn;
     owned->start_args.assign(args, args + argc);
     child = owned.get();
+    thread_set_.insert(child);
     threads_.push_back(std::move(owned));
   }
   gc::Object* thread_obj = t->Allocate(ThreadKlass(), gc::FieldsObjectSize(kThreadFieldCount), 0);
@@ -221,6 +281,7 @@ bool VM::Spawn(VMThread* t, const Function* fn, gc::Value* args, int argc, gc::V
 }
 
 void VM::ThreadMain(VMThread* t) {
+  t->mutator.thread_index = static_cast<uint64_t>(t->index);
   heap_->AttachMutator(&t->mutator);
   {
     // Attached and running: no collection can happen until this thread
@@ -231,8 +292,15 @@ void VM::ThreadMain(VMThread* t) {
     t->start_args.shrink_to_fit();
     t->state = ThreadState::kRunning;
   }
+  if (hooks_ != nullptr) hooks_->OnThreadStart(t);
   gc::Value result;
-  RunFunction(t, t->start_function, &result);
+  if (RunFunction(t, t->start_function, &result) == Outcome::kReturn && hooks_ != nullptr) {
+    // The result is only in this C++ local now; keep it a root across the
+    // callback (agents may force a collection).
+    *t->sp++ = result;
+    hooks_->OnThreadEnd(t);
+    result = *--t->sp;
+  }
   {
     std::lock_guard<std::mutex> lock(threads_mu_);
     t->result = result;

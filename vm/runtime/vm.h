@@ -29,12 +29,14 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "gc/heap.h"
 #include "gc/vm_interface.h"
 #include "vm/bytecode/program.h"
 #include "vm/runtime/interpreter.h"
 #include "vm/runtime/thread.h"
+#include "vm/runtime/tool_hooks.h"
 
 namespace minivm {
 
@@ -95,6 +97,16 @@ class VM final : public gc::VmInterface {
   // exit(code) on thread t. With exit_process it does not return.
   void RequestExit(VMThread* t, int code);
 
+  // The tool interface (agents), or null. Set before Run.
+  void SetToolHooks(ToolHooks* hooks) { hooks_ = hooks; }
+
+  // For the agent API, which must never trust a handle: the thread whose
+  // address is `handle` (null if none; *alive = not finished), the live
+  // threads, and the class (program or built-in) at `klass`, or null.
+  VMThread* FindThread(const void* handle, bool* alive) const;
+  std::vector<VMThread*> LiveThreads() const;
+  const Klass* FindClass(const void* klass) const;
+
   // Number of threads ever created, main included.
   size_t thread_count() const;
   VMThread* main_thread() const { return main_thread_; }
@@ -108,6 +120,13 @@ class VM final : public gc::VmInterface {
   bool MaterializeStrings(VMThread* t);
   // Requires output_mu_.
   [[noreturn]] void ExitProcessLocked(int code);
+
+  // Ends the VM for agents, once: stops every other thread for good, then
+  // posts VMDeath. `t` is the calling thread, attached or not.
+  void Die(VMThread* t);
+
+  ToolHooks* hooks_ = nullptr;
+  std::atomic<bool> died_{false};
 
   std::unique_ptr<Program> program_;
   VmOptions options_;
@@ -123,6 +142,8 @@ class VM final : public gc::VmInterface {
   mutable std::mutex threads_mu_;
   std::condition_variable thread_finished_;
   std::vector<std::unique_ptr<VMThread>> threads_;  // guarded by threads_mu_
+  // The same threads, for O(1) handle validation (FindThread).
+  absl::flat_hash_set<const VMThread*> thread_set_;  // guarded by threads_mu_
   VMThread* main_thread_ = nullptr;
 
   std::mutex output_mu_;  // held while writing to out/err and while exiting

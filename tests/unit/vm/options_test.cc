@@ -61,9 +61,7 @@ TEST(OptionsTest, Errors) {
   EXPECT_EQ(Parse({"--jit=eager", "p.mv"}).status().message(),
             "--jit=eager: the JIT tier is not built yet");
   EXPECT_FALSE(Parse({"--jit=fast", "p.mv"}).ok());
-  EXPECT_EQ(Parse({"-agentpath:/x.so", "p.mv"}).status().message(), "agents are not supported yet");
-  EXPECT_EQ(Parse({"-agentlib:foo=bar", "p.mv"}).status().message(),
-            "agents are not supported yet");
+  EXPECT_FALSE(Parse({"--tlab-size=8", "p.mv"}).ok());
   EXPECT_FALSE(Parse({"--stack-depth=0", "p.mv"}).ok());
   EXPECT_FALSE(Parse({"--gc-stress=x", "p.mv"}).ok());
   EXPECT_FALSE(Parse({"--seed=-1", "p.mv"}).ok());
@@ -73,6 +71,15 @@ TEST(OptionsTest, Errors) {
 TEST(OptionsTest, HelpAndVersionNeedNoProgram) {
   EXPECT_TRUE(Parse({"--help"})->help);
   EXPECT_TRUE(Parse({"--version"})->version);
+}
+
+TEST(OptionsTest, AgentsKeptInOrderAsWritten) {
+  absl::StatusOr<Options> o =
+      Parse({"-agentpath:/x.so", "-agentlib:foo=a=b,c", "--tlab-size=256", "p.mv", "-agentlib:arg"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->agents, (std::vector<std::string>{"-agentpath:/x.so", "-agentlib:foo=a=b,c"}));
+  EXPECT_EQ(o->tlab_bytes, 256u);
+  EXPECT_EQ(o->program_args, std::vector<std::string>{"-agentlib:arg"});
 }
 
 }  // namespace
