@@ -24,9 +24,9 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 PROGRAMS = [
-    ("alloc_loop", os.path.join(HERE, "programs", "alloc_loop.mv"), ["20000000"]),
-    ("binary_trees", os.path.join(HERE, "programs", "binary_trees.mv"), ["18"]),
-    ("mt_alloc", os.path.join(HERE, "sampling", "mt_alloc.mv"), ["2", "5000000"]),
+    ("alloc_loop", os.path.join(HERE, "programs", "alloc_loop.mv"), ["50000000"]),
+    ("binary_trees", os.path.join(HERE, "programs", "binary_trees.mv"), ["17"]),
+    ("mt_alloc", os.path.join(HERE, "sampling", "mt_alloc.mv"), ["2", "20000000"]),
 ]
 
 

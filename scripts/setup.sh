@@ -9,6 +9,8 @@ packages=(
   libgtest-dev libgmock-dev                  # unit tests
   libbenchmark-dev                           # benchmarks
   clang libclang-rt-14-dev                   # libFuzzer target (tests/fuzz)
+  zlib1g-dev                                 # tool agents: gzipped pprof profiles
+  golang-go graphviz                         # tests/tools: `go tool pprof` reads our profiles
 )
 
 missing=()

@@ -113,6 +113,13 @@ absl::StatusOr<Options> ParseOptions(int argc, const char* const* argv) {
       }
     } else if (absl::StartsWith(arg, "-agentpath:") || absl::StartsWith(arg, "-agentlib:")) {
       o.agents.emplace_back(arg);
+    } else if (ValueOf(arg, "--heap-profile", &v)) {
+      // Shorthand for the heapprof agent (docs/tools.md).
+      if (v.empty() || v.find(',') != absl::string_view::npos) {
+        return absl::InvalidArgumentError(
+            "--heap-profile: expected a file name without ',' (e.g. --heap-profile=heap.pb.gz)");
+      }
+      o.agents.push_back(absl::StrCat("-agentlib:heapprof=file=", v));
     } else if (ValueOf(arg, "--tlab-size", &v)) {
       absl::StatusOr<size_t> s = ParseSize(std::string_view(v.data(), v.size()));
       if (!s.ok()) {
@@ -146,6 +153,7 @@ Options come before the program; everything after it is the program's.
   --young=<size>             young generation size (must be smaller than the heap)
   --seed=<n>                 seed for rand and the heap sampler (default 0)
   --stack-depth=<n>          maximum call depth per thread (default 10000)
+  --heap-profile=<file>      write a pprof heap profile at exit (-agentlib:heapprof; docs/tools.md)
   --tlab-size=<size>          fix every TLAB at this size (testing; default adaptive)
   --verbose:gc               one line per collection on stderr
   --verify-heap              check the whole heap before and after every collection

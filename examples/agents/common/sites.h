@@ -1,0 +1,119 @@
+// Stack capture and interning shared by the tool agents.
+//
+// A sampled allocation's stack is captured on the allocating thread (only
+// the current thread's stack can be read) and resolved at once into
+// (function, file, line) frames, because method names and line numbers can
+// only be asked for from a VM thread, while the agents build their output on
+// their own threads (HTTP, dumps). Frames are interned per (method,
+// location) and stacks per frame sequence, so a sample record holds one
+// 32-bit stack id and the memory of the tables grows with the program's
+// code, not with the number of samples.
+//
+// Thread safety: every public member may be called from any thread. The
+// VMTI calls that resolve a new frame run outside the table's lock.
+#ifndef MINIVM_EXAMPLES_AGENTS_COMMON_SITES_H_
+#define MINIVM_EXAMPLES_AGENTS_COMMON_SITES_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "vmti/vmti.h"
+
+namespace agent {
+
+// Logs failed VMTI calls: the first few by name, then a count at the end.
+class ErrorLog {
+ public:
+  explicit ErrorLog(const char* agent) : agent_(agent) {}
+  // Returns true iff err is VMTI_ERROR_NONE; otherwise logs it.
+  bool Check(vmtiEnv* env, vmtiError err, const char* what);
+  int64_t count() const { return count_.load(std::memory_order_relaxed); }
+  const char* agent() const { return agent_; }
+
+ private:
+  const char* agent_;
+  std::atomic<int64_t> count_{0};
+};
+
+// Reports an exception caught at a callback boundary: the first few on
+// stderr, then silently (exceptions must never unwind into the VM).
+void ReportException(const char* agent, const char* callback, const char* what);
+
+// Copies an Allocate'd string and Deallocates it (NULL gives "").
+std::string TakeString(vmtiEnv* env, char* s);
+
+struct Frame {
+  std::string function;
+  std::string file;
+  int line = 0;  // 0: unknown
+};
+
+class SiteTable {
+ public:
+  static constexpr uint32_t kUnknown = 0;  // stack id and frame id of "<unknown>"
+
+  SiteTable();
+
+  // Captures up to max_depth frames of the current thread (frame 0 the
+  // innermost) and returns the interned stack id (kUnknown on failure).
+  uint32_t CaptureStack(vmtiEnv* env, int max_depth, ErrorLog* log);
+
+  // The interned name of a class (cached per vmtiClass) and of the current
+  // thread (cached per OS thread); ids index strings().
+  uint32_t ClassName(vmtiEnv* env, vmtiClass klass, ErrorLog* log);
+  uint32_t ThreadName(vmtiEnv* env, vmtiThread thread, ErrorLog* log);
+  uint32_t InternString(const std::string& s);
+
+  // Copies of the tables, for building output off the VM's threads. Ids are
+  // indexes; entries are never removed.
+  struct Snapshot {
+    std::vector<Frame> frames;
+    std::vector<std::vector<uint32_t>> stacks;  // frame ids, innermost first
+    std::vector<std::string> strings;
+  };
+  void Copy(Snapshot* out) const;
+  // One frame or stack or string; the returned copy is safe to keep.
+  Frame GetFrame(uint32_t id) const;
+  std::vector<uint32_t> GetStack(uint32_t id) const;
+  std::string GetString(uint32_t id) const;
+  // Frame 0 (the innermost) of a stack.
+  uint32_t LeafFrame(uint32_t stack_id) const;
+
+ private:
+  struct MethodLoc {
+    vmtiMethodID method;
+    vmtiLocation location;
+    bool operator==(const MethodLoc& o) const {
+      return method == o.method && location == o.location;
+    }
+  };
+  struct MethodLocHash {
+    size_t operator()(const MethodLoc& m) const {
+      return std::hash<const void*>()(m.method) * 31u + std::hash<int64_t>()(m.location);
+    }
+  };
+  uint32_t InternFrameLocked(const Frame& f);
+  uint32_t ResolveFrame(vmtiEnv* env, const vmtiFrameInfo& fi, ErrorLog* log);
+
+  mutable std::mutex mu_;
+  std::unordered_map<MethodLoc, uint32_t, MethodLocHash> by_location_;
+  std::unordered_map<std::string, uint32_t> frame_index_;  // "fn\0file\0line"
+  std::deque<Frame> frames_;
+  std::unordered_map<std::string, uint32_t> stack_index_;  // raw frame ids
+  std::deque<std::vector<uint32_t>> stacks_;
+  std::unordered_map<std::string, uint32_t> string_index_;
+  std::deque<std::string> strings_;
+  std::unordered_map<const void*, uint32_t> classes_;
+};
+
+// "function file:line" (or "function file" without a line).
+std::string FrameLabel(const Frame& f);
+
+}  // namespace agent
+
+#endif  // MINIVM_EXAMPLES_AGENTS_COMMON_SITES_H_

@@ -1,0 +1,204 @@
+#include "heap_profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "../common/output.h"
+#include "../common/pprof.h"
+
+namespace heapprof {
+
+double HeapData::RecordAlloc(int64_t tag, const SiteKey& key, double weight, int64_t size) {
+  double objects = size > 0 ? weight / static_cast<double>(size) : 0.0;
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = index_.find(key);
+  uint32_t row;
+  if (it == index_.end()) {
+    row = static_cast<uint32_t>(rows_.size());
+    rows_.push_back(Row{key, Totals()});
+    index_.emplace(key, row);
+  } else {
+    row = it->second;
+  }
+  Totals& t = rows_[row].totals;
+  t.samples++;
+  t.alloc_bytes += weight;
+  t.alloc_objects += objects;
+  if (tag != 0 && live_.emplace(tag, LiveRecord{row, weight, objects}).second) {
+    t.live_samples++;
+    t.inuse_bytes += weight;
+    t.inuse_objects += objects;
+  }
+  allocated_bytes_ += weight;
+  return allocated_bytes_;
+}
+
+void HeapData::RecordFree(int64_t tag) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = live_.find(tag);
+  if (it == live_.end()) return;  // not ours, or already freed
+  Totals& t = rows_[it->second.row].totals;
+  if (--t.live_samples == 0) {
+    // Exactly zero, not the rounding residue of the subtractions.
+    t.inuse_bytes = 0;
+    t.inuse_objects = 0;
+  } else {
+    t.inuse_bytes -= it->second.bytes;
+    t.inuse_objects -= it->second.objects;
+  }
+  live_.erase(it);
+}
+
+void HeapData::Copy(std::vector<Row>* rows) const {
+  std::lock_guard<std::mutex> g(mu_);
+  *rows = rows_;
+}
+
+double HeapData::allocated_bytes() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return allocated_bytes_;
+}
+
+namespace {
+
+int64_t Round(double v) { return v <= 0 ? 0 : std::llround(v); }
+
+const agent::Frame& FrameOf(const agent::SiteTable::Snapshot& s, uint32_t id) {
+  return id < s.frames.size() ? s.frames[id] : s.frames[0];
+}
+const std::vector<uint32_t>& StackOf(const agent::SiteTable::Snapshot& s, uint32_t id) {
+  return id < s.stacks.size() ? s.stacks[id] : s.stacks[0];
+}
+const std::string& StringOf(const agent::SiteTable::Snapshot& s, uint32_t id) {
+  return id < s.strings.size() ? s.strings[id] : s.strings[0];
+}
+
+}  // namespace
+
+std::string BuildPprof(const std::vector<Row>& rows, const agent::SiteTable::Snapshot& sites,
+                       int64_t interval, ProfileKind kind) {
+  pprof::ProfileBuilder b;
+  b.AddSampleType("alloc_objects", "count");
+  b.AddSampleType("alloc_space", "bytes");
+  b.AddSampleType("inuse_objects", "count");
+  b.AddSampleType("inuse_space", "bytes");
+  b.SetPeriod("space", "bytes", interval);
+  b.SetDefaultSampleType(kind == ProfileKind::kHeap ? "inuse_space" : "alloc_space");
+  b.SetTimeNanos(agent::WallNanos());
+  b.SetMainBinary("minivm");
+  std::vector<uint64_t> locs;
+  std::vector<pprof::Label> labels(3);
+  labels[0].key = "class";
+  labels[1].key = "thread";
+  labels[2].key = "bytes";  // average object size, as Go's heap profile
+  labels[2].is_num = true;  // no num_unit: pprof infers bytes from the key, as for Go's
+  for (const Row& r : rows) {
+    const Totals& t = r.totals;
+    std::vector<int64_t> values = {Round(t.alloc_objects), Round(t.alloc_bytes),
+                                   Round(t.inuse_objects), Round(t.inuse_bytes)};
+    if (values[0] == 0 && values[1] == 0) continue;
+    locs.clear();
+    for (uint32_t f : StackOf(sites, r.key.stack)) {
+      const agent::Frame& fr = FrameOf(sites, f);
+      locs.push_back(b.Location(fr.function, fr.file, fr.line));
+    }
+    labels[0].str = StringOf(sites, r.key.klass);
+    labels[1].str = StringOf(sites, r.key.thread);
+    labels[2].num = t.alloc_objects > 0 ? Round(t.alloc_bytes / t.alloc_objects) : 0;
+    b.AddSample(locs, values, labels);
+  }
+  std::string gz;
+  if (!pprof::Gzip(b.Encode(), &gz)) return std::string();
+  return gz;
+}
+
+std::string BuildCollapsed(const std::vector<Row>& rows, const agent::SiteTable::Snapshot& sites,
+                           bool inuse) {
+  // Rows differing only by thread share a line.
+  std::map<std::string, double> lines;
+  for (const Row& r : rows) {
+    double v = inuse ? r.totals.inuse_bytes : r.totals.alloc_bytes;
+    if (v <= 0) continue;
+    const std::vector<uint32_t>& st = StackOf(sites, r.key.stack);
+    std::string line;
+    for (size_t i = st.size(); i-- > 0;) {
+      const agent::Frame& f = FrameOf(sites, st[i]);
+      line += f.function;
+      if (f.line > 0) line += ":" + std::to_string(f.line);
+      line += ';';
+    }
+    line += "[" + StringOf(sites, r.key.klass) + "]";
+    for (char& c : line) {
+      if (c == ' ') c = '_';  // the weight is the last space-separated field
+    }
+    lines[line] += v;
+  }
+  std::string out;
+  for (const auto& kv : lines) {
+    int64_t v = Round(kv.second);
+    if (v > 0) out += kv.first + " " + std::to_string(v) + "\n";
+  }
+  return out;
+}
+
+std::string BuildSummary(const std::vector<Row>& rows, const agent::SiteTable::Snapshot& sites,
+                         int64_t interval, int n) {
+  struct Site {
+    uint32_t frame;
+    double live_bytes = 0, live_objects = 0, alloc_bytes = 0, alloc_objects = 0;
+  };
+  std::map<uint32_t, Site> by_frame;
+  double total_alloc = 0, total_live = 0;
+  int64_t samples = 0;
+  for (const Row& r : rows) {
+    uint32_t leaf = StackOf(sites, r.key.stack)[0];
+    Site& s = by_frame[leaf];
+    s.frame = leaf;
+    s.live_bytes += r.totals.inuse_bytes;
+    s.live_objects += r.totals.inuse_objects;
+    s.alloc_bytes += r.totals.alloc_bytes;
+    s.alloc_objects += r.totals.alloc_objects;
+    total_alloc += r.totals.alloc_bytes;
+    total_live += r.totals.inuse_bytes;
+    samples += r.totals.samples;
+  }
+  std::vector<Site> v;
+  for (auto& kv : by_frame) v.push_back(kv.second);
+  char line[512];
+  std::string out;
+  std::snprintf(line, sizeof line,
+                "heapprof: %lld samples at interval %lld B: est. %s allocated, %s live at the "
+                "last collection\n",
+                static_cast<long long>(samples), static_cast<long long>(interval),
+                agent::HumanBytes(total_alloc).c_str(), agent::HumanBytes(total_live).c_str());
+  out += line;
+  for (int pass = 0; pass < 2; pass++) {
+    bool live = pass == 0;
+    std::stable_sort(v.begin(), v.end(), [live](const Site& a, const Site& b) {
+      return live ? a.live_bytes > b.live_bytes : a.alloc_bytes > b.alloc_bytes;
+    });
+    out +=
+        live ? "heapprof: top sites by live bytes:\n" : "heapprof: top sites by allocated bytes:\n";
+    std::snprintf(line, sizeof line, "heapprof:   %12s %12s  %s\n",
+                  live ? "live bytes" : "alloc bytes", live ? "live objects" : "alloc objs",
+                  "site");
+    out += line;
+    int shown = 0;
+    for (const Site& s : v) {
+      double bytes = live ? s.live_bytes : s.alloc_bytes;
+      double objects = live ? s.live_objects : s.alloc_objects;
+      if (shown >= n || bytes < 0.5) break;
+      std::snprintf(line, sizeof line, "heapprof:   %12s %12lld  %s\n",
+                    agent::HumanBytes(bytes).c_str(), static_cast<long long>(Round(objects)),
+                    agent::FrameLabel(FrameOf(sites, s.frame)).c_str());
+      out += line;
+      shown++;
+    }
+    if (shown == 0) out += "heapprof:   (none)\n";
+  }
+  return out;
+}
+
+}  // namespace heapprof

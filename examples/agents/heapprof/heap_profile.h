@@ -1,0 +1,94 @@
+// heapprof's data: sample records aggregated per (stack, class, thread), and
+// the outputs built from them (pprof, collapsed stacks, the exit summary).
+//
+// Estimation (docs/sampling.md, docs/tools.md): a sample of size s and
+// Horvitz-Thompson weight w stands for w bytes and w/s objects. Go's heap
+// profile scales each (stack, size) bucket by 1/(1-exp(-size/rate)); here a
+// bucket mixes sizes, so each sample is unbiased on its own, the doubles are
+// summed per aggregate, and only the aggregate is rounded when written.
+// In-use values are the same sums over samples whose objects have not been
+// reported dead (ObjectFree): a live estimate as of the last collection.
+#ifndef MINIVM_EXAMPLES_AGENTS_HEAPPROF_HEAP_PROFILE_H_
+#define MINIVM_EXAMPLES_AGENTS_HEAPPROF_HEAP_PROFILE_H_
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "../common/sites.h"
+
+namespace heapprof {
+
+struct SiteKey {
+  uint32_t stack;   // SiteTable stack id
+  uint32_t klass;   // SiteTable string id
+  uint32_t thread;  // SiteTable string id
+  bool operator==(const SiteKey& o) const {
+    return stack == o.stack && klass == o.klass && thread == o.thread;
+  }
+};
+
+struct Totals {
+  double alloc_objects = 0, alloc_bytes = 0;
+  double inuse_objects = 0, inuse_bytes = 0;
+  int64_t samples = 0, live_samples = 0;
+};
+
+struct Row {
+  SiteKey key;
+  Totals totals;
+};
+
+// Thread-safe. Memory: one Totals per distinct key, one 24-byte record per
+// sample whose object is alive.
+class HeapData {
+ public:
+  // tag 0: the object could not be tagged; it counts as allocated, not in use.
+  // Returns the estimated bytes allocated so far (all samples).
+  double RecordAlloc(int64_t tag, const SiteKey& key, double weight, int64_t size);
+  void RecordFree(int64_t tag);
+  void Copy(std::vector<Row>* rows) const;
+  double allocated_bytes() const;
+
+ private:
+  struct KeyHash {
+    size_t operator()(const SiteKey& k) const {
+      return (static_cast<size_t>(k.stack) * 1000003u) ^ (static_cast<size_t>(k.klass) << 20) ^
+             k.thread;
+    }
+  };
+  struct LiveRecord {
+    uint32_t row;
+    double bytes;
+    double objects;
+  };
+  mutable std::mutex mu_;
+  std::unordered_map<SiteKey, uint32_t, KeyHash> index_;
+  std::vector<Row> rows_;
+  std::unordered_map<int64_t, LiveRecord> live_;
+  double allocated_bytes_ = 0;
+};
+
+enum class ProfileKind { kHeap, kAllocs };
+
+// A gzipped pprof profile of `rows`: Go's four sample types, unbiased values,
+// string labels class and thread, default sample type inuse_space (kHeap)
+// or alloc_space (kAllocs). Empty on failure.
+std::string BuildPprof(const std::vector<Row>& rows, const agent::SiteTable::Snapshot& sites,
+                       int64_t interval, ProfileKind kind);
+
+// Collapsed stacks, root first, "outer;...;inner;[Class] bytes" per line,
+// weights rounded per line; lines with a zero weight are left out.
+std::string BuildCollapsed(const std::vector<Row>& rows, const agent::SiteTable::Snapshot& sites,
+                           bool inuse);
+
+// The human summary printed at VM death: top `n` allocation sites (frame 0)
+// by live bytes and by allocated bytes.
+std::string BuildSummary(const std::vector<Row>& rows, const agent::SiteTable::Snapshot& sites,
+                         int64_t interval, int n);
+
+}  // namespace heapprof
+
+#endif  // MINIVM_EXAMPLES_AGENTS_HEAPPROF_HEAP_PROFILE_H_

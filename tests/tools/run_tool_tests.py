@@ -1,0 +1,999 @@
+#!/usr/bin/env python3
+"""Tests of the tool agents (heapprof, leakcheck, lifetimes): stdlib only.
+
+Two hosts run the agents:
+  - fake_vm (tests/tools/fake_vm.cc): a deterministic stand-in VM with a
+    scripted workload whose truth it prints; golden outputs, statistics and
+    lifecycles are checked there, independently of the interpreter;
+  - minivm itself, on the .mv programs of this folder and examples/programs.
+    If this minivm cannot load agents yet, those tests are skipped with a
+    message (they are not counted as passed).
+
+pprof output is checked three ways: a small protobuf decoder below (always),
+`go tool pprof` (-raw, -top, -traces, -lines, -tagfocus, -diff_base; skipped
+with a message if `go` is not installed: scripts/setup.sh installs golang-go)
+and the HTTP endpoint, fetched with urllib while a program runs.
+
+Statistical checks use fixed seeds (printed) and 5.7-sigma bounds with sigma
+from the Horvitz-Thompson variance of docs/sampling.md.
+
+  run_tool_tests.py --minivm build/bin/minivm --fake-vm build/.../tools_fake_vm \
+      --unit build/.../tools_unit_checks --heapprof build/bin/libheapprof.so \
+      --leakcheck build/bin/libleakcheck.so --lifetimes build/bin/liblifetimes.so \
+      [--work DIR] [--update-golden] [-k SUBSTRING]
+
+The last line of output is `N passed, M failed`.
+"""
+import argparse
+import gzip
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import urllib.error
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+GOLDEN = os.path.join(HERE, "golden")
+Z = 5.7  # per-check bound, docs/sampling.md section 4
+
+
+class Skip(Exception):
+    pass
+
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+class Ctx:
+    pass
+
+
+C = Ctx()
+
+
+# ---- running things ---------------------------------------------------------
+
+def run(cmd, timeout=300, cwd=None, env=None):
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=timeout, cwd=cwd or C.work, env=env)
+
+
+def agent(name, opts=""):
+    path = getattr(C, name)
+    return f"-agentpath:{path}" + (f"={opts}" if opts else "")
+
+
+def fake(workload, agents, seed=1, scale=1, extra=(), timeout=300):
+    cmd = [C.fake_vm, f"--workload={workload}", f"--seed={seed}", f"--scale={scale}", *extra,
+           *agents]
+    return run(cmd, timeout=timeout)
+
+
+def truth_of(stdout):
+    return {t["site"]: t for t in (json.loads(l) for l in stdout.splitlines()
+                                    if l.startswith('{"truth"'))}
+
+
+def need_vm():
+    if not C.vm_ok:
+        raise Skip(C.vm_skip_reason)
+
+
+def vm(args, timeout=300, seed=None, opts=()):
+    cmd = [C.minivm, *opts]
+    if seed is not None:
+        cmd.append(f"--seed={seed}")
+    return run(cmd + list(args), timeout=timeout)
+
+
+def need_go():
+    if not C.go:
+        raise Skip("go not installed (apt-get install golang-go; scripts/setup.sh does it): "
+                   "`go tool pprof` checks skipped")
+
+
+def pprof(args, timeout=120):
+    env = dict(os.environ)
+    env.setdefault("HOME", C.work)
+    env["PPROF_TMPDIR"] = C.work
+    r = subprocess.run([C.go, "tool", "pprof", *args], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=timeout, env=env, cwd=C.work)
+    assert r.returncode == 0, f"go tool pprof {' '.join(args)} failed:\n{r.stderr}"
+    return r.stdout
+
+
+def check(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def path(name):
+    return os.path.join(C.work, name)
+
+
+def fresh(name):
+    p = path(name)
+    if os.path.isdir(p):
+        shutil.rmtree(p)
+    elif os.path.exists(p):
+        os.unlink(p)
+    return p
+
+
+# ---- a minimal profile.proto decoder -----------------------------------------
+
+def _varint(b, i):
+    v = shift = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << shift
+        shift += 7
+        if c < 0x80:
+            return v, i
+
+
+def _fields(b):
+    i = 0
+    while i < len(b):
+        key, i = _varint(b, i)
+        f, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = _varint(b, i)
+        elif wt == 2:
+            n, i = _varint(b, i)
+            v = b[i:i + n]
+            i += n
+        elif wt == 1:
+            v = b[i:i + 8]
+            i += 8
+        elif wt == 5:
+            v = b[i:i + 4]
+            i += 4
+        else:
+            raise ValueError(f"wire type {wt}")
+        yield f, wt, v
+
+
+def _ints(wt, v):
+    if wt == 0:
+        return [v]
+    out, i = [], 0
+    while i < len(v):
+        x, i = _varint(v, i)
+        out.append(x)
+    return out
+
+
+def _signed(x):
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def decode_profile(data):
+    """Returns a dict: sample_type [(type, unit)], samples [{locs, values, labels}],
+    locations {id: [(function, file, line)]}, period_type, period, default_sample_type."""
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    raw = {"st": [], "s": [], "loc": [], "fn": [], "str": [], "pt": None, "period": 0, "dst": 0,
+           "mapping": []}
+    for f, wt, v in _fields(data):
+        if f == 1:
+            raw["st"].append(v)
+        elif f == 2:
+            raw["s"].append(v)
+        elif f == 3:
+            raw["mapping"].append(v)
+        elif f == 4:
+            raw["loc"].append(v)
+        elif f == 5:
+            raw["fn"].append(v)
+        elif f == 6:
+            raw["str"].append(v.decode())
+        elif f == 11:
+            raw["pt"] = v
+        elif f == 12:
+            raw["period"] = v
+        elif f == 14:
+            raw["dst"] = v
+    S = raw["str"]
+    check(S and S[0] == "", "string_table[0] must be ''")
+
+    def vt(b):
+        d = {f: v for f, _, v in _fields(b)}
+        return (S[d.get(1, 0)], S[d.get(2, 0)])
+
+    fns = {}
+    for b in raw["fn"]:
+        d = {f: v for f, _, v in _fields(b)}
+        fns[d[1]] = (S[d.get(2, 0)], S[d.get(4, 0)])
+    locs = {}
+    for b in raw["loc"]:
+        lid, lines = None, []
+        for f, wt, v in _fields(b):
+            if f == 1:
+                lid = v
+            elif f == 4:
+                d = {ff: vv for ff, _, vv in _fields(v)}
+                fn = fns[d[1]]
+                lines.append((fn[0], fn[1], _signed(d.get(2, 0))))
+        check(lid, "location id 0")
+        locs[lid] = lines
+    samples = []
+    for b in raw["s"]:
+        s = {"locs": [], "values": [], "labels": {}}
+        for f, wt, v in _fields(b):
+            if f == 1:
+                s["locs"] += _ints(wt, v)
+            elif f == 2:
+                s["values"] += [_signed(x) for x in _ints(wt, v)]
+            elif f == 3:
+                d = {ff: vv for ff, _, vv in _fields(v)}
+                key = S[d.get(1, 0)]
+                s["labels"][key] = S[d[2]] if 2 in d else d.get(3, 0)
+        check(len(s["values"]) == len(raw["st"]), "sample with the wrong number of values")
+        for l in s["locs"]:
+            check(l in locs, f"sample references unknown location {l}")
+        samples.append(s)
+    return {"sample_type": [vt(b) for b in raw["st"]], "samples": samples, "locations": locs,
+            "period_type": vt(raw["pt"]) if raw["pt"] is not None else None,
+            "period": raw["period"], "default_sample_type": S[raw["dst"]],
+            "mappings": len(raw["mapping"])}
+
+
+def read_profile(p):
+    with open(p, "rb") as f:
+        return decode_profile(f.read())
+
+
+GO_TYPES = [("alloc_objects", "count"), ("alloc_space", "bytes"), ("inuse_objects", "count"),
+            ("inuse_space", "bytes")]
+
+
+def check_heap_profile(prof, default="inuse_space"):
+    check(prof["sample_type"] == GO_TYPES, f"sample types {prof['sample_type']}")
+    check(prof["period_type"] == ("space", "bytes"), f"period type {prof['period_type']}")
+    check(prof["default_sample_type"] == default,
+          f"default sample type {prof['default_sample_type']!r}")
+    check(prof["mappings"] == 1, "want one mapping")
+    for s in prof["samples"]:
+        check("class" in s["labels"] and "thread" in s["labels"], f"labels {s['labels']}")
+        check(s["values"][2] <= s["values"][0] and s["values"][3] <= s["values"][1],
+              f"in-use above allocated: {s['values']}")
+
+
+def by_leaf(prof, index, key=lambda fr: f"{fr[0]} {fr[1]}:{fr[2]}"):
+    """Sums value[index] per leaf frame."""
+    out = {}
+    for s in prof["samples"]:
+        fr = prof["locations"][s["locs"][0]][0] if s["locs"] else ("?", "?", 0)
+        k = key(fr)
+        out[k] = out.get(k, 0) + s["values"][index]
+    return out
+
+
+def parse_collapsed(text):
+    out = {}
+    for line in text.splitlines():
+        stack, _, n = line.rpartition(" ")
+        out[stack] = out.get(stack, 0) + int(n)
+    return out
+
+
+def golden(name, actual):
+    p = os.path.join(GOLDEN, name)
+    if C.update_golden:
+        os.makedirs(GOLDEN, exist_ok=True)
+        with open(p, "w") as f:
+            f.write(actual)
+        return
+    if not os.path.exists(p):
+        raise Skip(f"no golden file {os.path.relpath(p, ROOT)}; run with --update-golden")
+    with open(p) as f:
+        want = f.read()
+    if want != actual:
+        import difflib
+        diff = "".join(difflib.unified_diff(want.splitlines(True), actual.splitlines(True),
+                                            "golden/" + name, "actual"))
+        raise AssertionError(f"differs from golden/{name}:\n{diff[:4000]}")
+
+
+def agent_lines(stderr, name):
+    return "".join(l + "\n" for l in stderr.splitlines() if l.startswith(name + ":"))
+
+
+# ---- pure parts ---------------------------------------------------------------
+
+@test
+def unit_checks():
+    r = run([C.unit])
+    check(r.returncode == 0, r.stdout + r.stderr)
+
+
+# ---- fake VM: golden outputs ----------------------------------------------------
+
+@test
+def fake_heapprof_golden():
+    out = fresh("fake_leak.folded")
+    r = fake("leak", [agent("heapprof", f"interval=64k,format=collapsed,space=alloc,file={out}")])
+    check(r.returncode == 0, r.stderr)
+    summary = agent_lines(r.stderr, "heapprof").replace(out, "OUT")
+    golden("fake_leak_summary.txt", summary)
+    golden("fake_leak_alloc.folded", open(out).read())
+
+
+@test
+def fake_leakcheck_golden():
+    r = fake("leak", [agent("leakcheck", "interval=16k")], scale=5)
+    check(r.returncode == 0, r.stderr)
+    golden("fake_leak_leakcheck.txt", agent_lines(r.stderr, "leakcheck"))
+
+
+@test
+def fake_lifetimes_golden():
+    trace = fresh("fake_trace.jsonl")
+    r = fake("leak", [agent("lifetimes", f"interval=64k,trace={trace}")])
+    check(r.returncode == 0, r.stderr)
+    golden("fake_leak_lifetimes.txt", agent_lines(r.stderr, "lifetimes"))
+    lines = open(trace).read().splitlines()
+    golden("fake_leak_trace_head.jsonl", "".join(l + "\n" for l in lines[:20]))
+
+
+# ---- fake VM: pprof contents and readers -------------------------------------------
+
+@test
+def fake_pprof_contents():
+    out = fresh("fake.pb.gz")
+    folded = fresh("fake.folded")
+    r = fake("leak", [agent("heapprof", f"interval=64k,file={out}")])
+    check(r.returncode == 0, r.stderr)
+    check(f"heapprof: wrote {out} (open with: go tool pprof -http=: {out})" in r.stderr, r.stderr)
+    prof = read_profile(out)
+    check_heap_profile(prof)
+    check(prof["period"] == 65536, f"period {prof['period']}")
+    # one Location per distinct (function, line)
+    seen = set()
+    for lines in prof["locations"].values():
+        check(len(lines) == 1, "one Line per Location")
+        key = (lines[0][0], lines[0][2])
+        check(key not in seen, f"duplicate location {key}")
+        seen.add(key)
+    # the leaf of a leaking site, with file and line
+    leaves = by_leaf(prof, 3)
+    check(leaves.get("remember fake.mv:31", 0) > 0, f"inuse by leaf: {leaves}")
+    check({s["labels"]["thread"] for s in prof["samples"]} == {"main", "thread-1"}, "threads")
+    check("Entry" in {s["labels"]["class"] for s in prof["samples"]}, "classes")
+    # the same run in collapsed form agrees (rounding per line aside)
+    r = fake("leak", [agent("heapprof", f"interval=64k,format=collapsed,file={folded}")])
+    col = parse_collapsed(open(folded).read())
+    total_pb = sum(s["values"][3] for s in prof["samples"])
+    check(abs(sum(col.values()) - total_pb) <= len(prof["samples"]),
+          f"collapsed inuse {sum(col.values())} vs pprof {total_pb}")
+    check(all(k.startswith("main:") for k in col), "collapsed stacks are root first")
+
+
+@test
+def fake_go_pprof_reads():
+    need_go()
+    out = fresh("fake_go.pb.gz")
+    r = fake("leak", [agent("heapprof", f"interval=64k,file={out}")])
+    check(r.returncode == 0, r.stderr)
+    top = pprof(["-top", out])
+    check("Type: inuse_space" in top and "remember" in top, top)
+    raw = pprof(["-raw", out])
+    check("alloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes[dflt]"
+          in raw, raw[:2000])
+    check(re.search(r"remember fake\.mv:31", raw), "Locations carry file:line")
+    traces = pprof(["-traces", out])
+    check(re.search(r"class:\s+Entry", traces) and re.search(r"thread:\s+thread-1", traces),
+          traces[:2000])
+    lines = pprof(["-top", "-lines", "-sample_index=alloc_space", out])
+    check("fake.mv:12" in lines and "Type: alloc_space" in lines, lines)
+    focus = pprof(["-top", "-tagfocus=class=Entry", out])
+    check("remember" in focus and "render" not in focus, focus)
+    focus_t = pprof(["-top", "-tagfocus=thread=thread-1", "-sample_index=alloc_objects", out])
+    check("Type: alloc_objects" in focus_t, focus_t)
+    # diff against an earlier, smaller run
+    base = fresh("fake_base.pb.gz")
+    fake("leak", [agent("heapprof", f"interval=64k,file={base}")], scale=1, seed=2,
+         extra=["--young=1048576"])
+    diff = pprof(["-top", f"-diff_base={base}", out])
+    check("Showing nodes" in diff, diff)
+
+
+@test
+def fake_go_pprof_web_ui():
+    need_go()
+    out = fresh("fake_web.pb.gz")
+    fake("leak", [agent("heapprof", f"interval=64k,file={out}")])
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    env = dict(os.environ, HOME=C.work, PPROF_TMPDIR=C.work)
+    p = subprocess.Popen([C.go, "tool", "pprof", "-no_browser", f"-http=127.0.0.1:{port}", out],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=C.work)
+    try:
+        ok = {}
+        deadline = time.time() + 60
+        for page in ["/ui/top", "/ui/flamegraph", "/ui/source", "/ui/peek"]:
+            while True:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}{page}", timeout=10) as r:
+                        ok[page] = (r.status, r.read())
+                    break
+                except (urllib.error.URLError, ConnectionError):
+                    if time.time() > deadline:
+                        raise AssertionError(f"pprof web UI did not answer {page}")
+                    time.sleep(0.3)
+        for page, (status, body) in ok.items():
+            check(status == 200 and b"remember" in body, f"{page}: {status}")
+    finally:
+        p.kill()
+        p.wait()
+
+
+# ---- fake VM: statistics ------------------------------------------------------------
+
+@test
+def fake_estimates_within_bounds():
+    """Per-site alloc_space and alloc_objects vs the truth, 5.7 sigma (HT variance)."""
+    checks = 0
+    for seed in (11, 12, 13):
+        out = fresh(f"fake_stat_{seed}.pb.gz")
+        r = fake("mixed", [agent("heapprof", f"interval=64k,file={out},top=0")], seed=seed)
+        check(r.returncode == 0, r.stderr)
+        truth = truth_of(r.stdout)
+        prof = read_profile(out)
+        got_b = by_leaf(prof, 1)
+        got_o = by_leaf(prof, 0)
+        for site, t in truth.items():
+            for got, want, var, what in ((got_b.get(site, 0), t["bytes"], t["bytes_var"], "bytes"),
+                                         (got_o.get(site, 0), t["objects"], t["objects_var"],
+                                          "objects")):
+                sd = math.sqrt(var) + 1  # +1: values are rounded per aggregate
+                z = (got - want) / sd
+                check(abs(z) <= Z, f"seed {seed} site {site} {what}: estimate {got}, truth {want},"
+                                   f" sd {sd:.1f}, z = {z:.2f}")
+                checks += 1
+    print(f"    {checks} checks, seeds 11 12 13, |z| <= {Z}")
+
+
+# ---- fake VM: HTTP, dumps, signals, thread filter ----------------------------------------
+
+class Running:
+    """A VM process (fake or real) with heapprof's port parsed from stderr."""
+
+    def __init__(self, cmd):
+        self.errf = tempfile.TemporaryFile(mode="w+", dir=C.work)
+        self.p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.errf, cwd=C.work)
+        self.port = None
+
+    def stderr(self):
+        self.errf.seek(0)
+        return self.errf.read()
+
+    def wait_for(self, pattern, timeout=30):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            m = re.search(pattern, self.stderr())
+            if m:
+                return m
+            if self.p.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"no /{pattern}/ on stderr:\n{self.stderr()}")
+
+    def wait_port(self):
+        m = self.wait_for(r"heapprof: serving http://127\.0\.0\.1:(\d+)/debug/pprof/heap")
+        self.port = int(m.group(1))
+        return self.port
+
+    def fetch(self, p):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{p}", timeout=20) as r:
+            return r.status, r.headers, r.read()
+
+    def finish(self, timeout=120):
+        try:
+            self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+            raise AssertionError("process did not finish")
+        return self.p.returncode, self.stderr()
+
+
+def http_checks(run_, expect_leaf):
+    time.sleep(1.0)  # let some samples accumulate
+    st, hdr, body = run_.fetch("/debug/pprof/heap")
+    check(st == 200 and body[:2] == b"\x1f\x8b", f"heap: status {st}")
+    prof = decode_profile(body)
+    check_heap_profile(prof, "inuse_space")
+    check(any(expect_leaf in k for k in by_leaf(prof, 1)), f"leaves {by_leaf(prof, 1)}")
+    st, hdr, body = run_.fetch("/debug/pprof/allocs")
+    check_heap_profile(decode_profile(body), "alloc_space")
+    st, hdr, body = run_.fetch("/debug/pprof/heap?debug=1")
+    check(st == 200 and b";" in body, "debug=1 gives collapsed text")
+    try:
+        run_.fetch("/nope")
+        raise AssertionError("want 404")
+    except urllib.error.HTTPError as e:
+        check(e.code == 404, f"status {e.code}")
+    if C.go:
+        top = pprof(["-top", f"http://127.0.0.1:{run_.port}/debug/pprof/heap"])
+        check("Type: inuse_space" in top and expect_leaf.split()[0] in top, top)
+        top = pprof(["-top", f"http://127.0.0.1:{run_.port}/debug/pprof/allocs"])
+        check("Type: alloc_space" in top, top)
+    else:
+        print("    (go not installed: `go tool pprof URL` not checked)")
+
+
+@test
+def fake_http_endpoint():
+    r = Running([C.fake_vm, "--workload=leak", "--spin=6",
+                 agent("heapprof", f"interval=64k,http=0,file={fresh('fake_http.pb.gz')}")])
+    r.wait_port()
+    try:
+        http_checks(r, "remember")
+    finally:
+        code, err = r.finish()
+    check(code == 0, err)
+
+
+@test
+def fake_dump_every():
+    d = fresh("dumps")
+    os.makedirs(d)
+    r = fake("leak", [agent("heapprof", f"interval=64k,dump_every=4m,file={d}/heap.pb.gz")])
+    check(r.returncode == 0, r.stderr)
+    files = sorted(os.listdir(d))
+    est = sum(t["bytes"] for t in truth_of(r.stdout).values())
+    n = len([f for f in files if re.fullmatch(r"heap\.\d{4}\.pb\.gz", f)])
+    # one dump per 4 MiB of estimated allocation (the estimate is within a few %)
+    want = est / (4 << 20)
+    check(abs(n - want) <= 2 + 0.1 * want, f"{n} dumps for {est} bytes: {files}")
+    check("heap.0001.pb.gz" in files and "heap.pb.gz" in files, files)
+    a, b = read_profile(f"{d}/heap.0001.pb.gz"), read_profile(f"{d}/heap.0002.pb.gz")
+    check(sum(s["values"][1] for s in a["samples"]) < sum(s["values"][1] for s in b["samples"]),
+          "later dumps have allocated more")
+
+
+@test
+def fake_sigusr2_and_control_file():
+    d = fresh("sig")
+    os.makedirs(d)
+    ctl = os.path.join(d, "dump-now")
+    r = Running([C.fake_vm, "--workload=leak", "--spin=5",
+                 agent("heapprof", f"interval=64k,http=0,control={ctl},file={d}/h.pb.gz")])
+    r.wait_port()
+    try:
+        time.sleep(0.5)
+        r.p.send_signal(signal.SIGUSR2)
+        r.wait_for(r"heapprof: wrote \S+h\.0001\.pb\.gz \(SIGUSR2", timeout=10)
+        open(ctl, "w").close()
+        r.wait_for(r"heapprof: wrote \S+h\.0002\.pb\.gz \(control file", timeout=10)
+        check(not os.path.exists(ctl), "control file removed after the dump")
+    finally:
+        code, err = r.finish()
+    check(code == 0, err)
+    check_heap_profile(read_profile(f"{d}/h.0001.pb.gz"))
+
+
+@test
+def fake_thread_filter():
+    out = fresh("fake_thr.pb.gz")
+    r = fake("leak", [agent("heapprof", f"interval=64k,threads=thread-1,file={out}")])
+    check(r.returncode == 0, r.stderr)
+    threads = {s["labels"]["thread"] for s in read_profile(out)["samples"]}
+    check(threads == {"thread-1"}, f"threads {threads}")
+
+
+# ---- fake VM: leaks and lifetimes -------------------------------------------------------
+
+@test
+def fake_leakcheck_finds_leak_not_steady():
+    r = fake("leak", [agent("leakcheck", "interval=16k")], scale=5, seed=3)
+    check(r.returncode == 0, r.stderr)
+    check("LEAK? remember fake.mv:31 [Entry]" in r.stderr and
+          "LEAK? handle fake.mv:21 [String]" in r.stderr, r.stderr)
+    check("LEAK? render" not in r.stderr and "LEAK? make_tree" not in r.stderr, r.stderr)
+    for seed in (1, 2, 3, 4, 5):
+        r = fake("steady", [agent("leakcheck", "interval=16k,every=20")], scale=5, seed=seed)
+        check(r.returncode == 0, r.stderr)
+        check("LEAK?" not in r.stderr, f"seed {seed}: false positive:\n{r.stderr}")
+        check("at exit: 0 growing sites" in r.stderr, r.stderr)
+
+
+@test
+def fake_leakcheck_gc_every():
+    """No natural collection at all: the agent forces them."""
+    r = fake("leak", [agent("leakcheck", "interval=16k,gc_every=4m")], scale=5, seed=6,
+             extra=["--young=100000000000"])
+    check(r.returncode == 0, r.stderr)
+    check("LEAK? remember fake.mv:31 [Entry]" in r.stderr, r.stderr)
+    r = fake("steady", [agent("leakcheck", "interval=16k,gc_every=4m")], scale=5, seed=6,
+             extra=["--young=100000000000"])
+    check("at exit: 0 growing sites" in r.stderr, r.stderr)
+    r = fake("leak", [agent("leakcheck", "interval=16k")], seed=6, extra=["--young=100000000000"])
+    check("too few snapshots" in r.stderr and "LEAK?" not in r.stderr, r.stderr)
+
+
+@test
+def fake_lifetimes_lifecycle_exact():
+    """Interval 0: every allocation is sampled; the lifecycle is exact."""
+    trace = fresh("fake_life0.jsonl")
+    r = fake("leak", [agent("lifetimes", f"interval=0,trace={trace}")], extra=["--young=262144"])
+    check(r.returncode == 0, r.stderr)
+    truth = truth_of(r.stdout)
+    state, counts = {}, {"alloc": 0, "promote": 0, "free": 0}
+    last_t = 0
+    for line in open(trace):
+        e = json.loads(line)
+        if e["ev"] == "end":
+            break
+        counts[e["ev"]] += 1
+        check(e["t_bytes"] >= last_t, "t_bytes never decreases")
+        last_t = e["t_bytes"]
+        i = e["id"]
+        if e["ev"] == "alloc":
+            check(i not in state and e["weight"] == e["size"], f"alloc {e}")
+            state[i] = "alloc"
+        elif e["ev"] == "promote":
+            check(state.get(i) == "alloc", f"promote of {i} in state {state.get(i)}")
+            state[i] = "promote"
+        else:
+            check(state.get(i) in ("alloc", "promote"), f"free of {i} in state {state.get(i)}")
+            state[i] = "free"
+    check(counts["alloc"] == sum(t["objects"] for t in truth.values()),
+          f"{counts} vs truth {sum(t['objects'] for t in truth.values())}")
+    alive = sum(1 for s in state.values() if s != "free")
+    check(counts["alloc"] == counts["free"] + alive, "alloc = free + alive")
+    rep = agent_lines(r.stderr, "lifetimes")
+    # make_tree objects survive two collections: all promoted, none die young
+    # (those still young at exit, allocated since the last collection, are alive)
+    m = re.search(r"\s(\d+\.\d)%\s+(\d+\.\d)%\s+(\d+\.\d)%.*make_tree fake\.mv:5", rep)
+    check(m and m.group(1) == "0.0" and float(m.group(2)) > 95, rep)
+    # render's objects die at the first collection: all young deaths, none promoted
+    m = re.search(r"\s(\d+\.\d)%\s+(\d+\.\d)%\s+(\d+\.\d)%.*render fake\.mv:12", rep)
+    check(m and float(m.group(1)) > 95 and m.group(2) == "0.0", rep)
+
+
+@test
+def fake_three_agents_together():
+    """Three environments at once: each sees every sample and follows its own tags."""
+    out = fresh("fake_three.pb.gz")
+    r = fake("leak", [agent("heapprof", f"interval=32k,file={out}"), agent("leakcheck", "every=10"),
+                      agent("lifetimes")], scale=5, seed=4)
+    check(r.returncode == 0, r.stderr)
+    check("leakcheck: periodic:" in r.stderr, "periodic leakcheck reports")
+    check(re.search(r"LEAK\? (remember fake\.mv:31 \[Entry\]|handle fake\.mv:21 \[String\])",
+                    r.stderr), r.stderr)
+    check(re.search(r"lifetimes: .* make_tree fake\.mv:5 \[Node\]", r.stderr), r.stderr)
+    prof = read_profile(out)
+    check_heap_profile(prof)
+    check(prof["period"] == 262144, f"the last interval set wins: {prof['period']}")
+
+
+# ---- bad options -------------------------------------------------------------------
+
+BAD = {
+    "heapprof": ["interval=abc", "interval=-5", "format=svg", "http=70000", "depth=0",
+                 "threads=main++x", "dump_every=0", "bogus=1", "space=x", "top=-1"],
+    "leakcheck": ["interval=1q", "every=-1", "confidence=2", "depth=x", "gc_every=1x", "nope"],
+    "lifetimes": ["interval=", "top=0", "trace=", "x=1"],
+}
+
+
+def check_bad(host_cmd, name, opt):
+    r = run(host_cmd(agent(name, opt)), timeout=60)
+    check(r.returncode != 0, f"{name}={opt}: exit code 0")
+    lines = [l for l in r.stderr.splitlines() if l.startswith(name + ":")]
+    key = opt.split("=")[0]
+    check(len(lines) == 1 and f"'{key}" in lines[0],
+          f"{name}={opt}: want one line naming '{key}', got:\n{r.stderr}")
+
+
+@test
+def fake_bad_options():
+    for name, opts in BAD.items():
+        for opt in opts:
+            check_bad(lambda a: [C.fake_vm, a], name, opt)
+
+
+# ---- the real VM ------------------------------------------------------------------------
+
+@test
+def vm_bad_options():
+    need_vm()
+    prog = os.path.join(ROOT, "examples", "programs", "hello.mv")
+    for name, opts in BAD.items():
+        for opt in opts:
+            check_bad(lambda a: [C.minivm, a, prog], name, opt)
+            r = run([C.minivm, agent(name, opt), prog])
+            check(r.returncode == 1, f"{name}={opt}: exit code {r.returncode}, want 1")
+
+
+@test
+def vm_heapprof_leaky_cache():
+    need_vm()
+    d = fresh("vm_cache")
+    os.makedirs(d)
+    out = f"{d}/heap.pb.gz"
+    prog = os.path.join(ROOT, "examples", "programs", "leaky_cache.mv")
+    r = vm([agent("heapprof", f"interval=64k,file={out},dump_every=8m"), prog, "60000"], seed=1)
+    check(r.returncode == 0, r.stderr)
+    check(f"heapprof: wrote {out} (open with: go tool pprof -http=: {out})" in r.stderr, r.stderr)
+    check("heapprof: top sites by live bytes:" in r.stderr and
+          "heapprof: top sites by allocated bytes:" in r.stderr, r.stderr)
+    prof = read_profile(out)
+    check_heap_profile(prof)
+    inuse = by_leaf(prof, 3, key=lambda fr: fr[0])
+    top = max(inuse, key=inuse.get)
+    check(top in ("render", "remember", "handle", "make_request"), f"inuse by function {inuse}")
+    check(all(fr[1].endswith("leaky_cache.mv") and fr[2] > 0
+              for l in prof["locations"].values() for fr in l), "file and line on every frame")
+    dumps = sorted(f for f in os.listdir(d) if re.fullmatch(r"heap\.\d{4}\.pb\.gz", f))
+    check(len(dumps) >= 2, f"dumps {dumps}")
+    if not C.go:
+        print("    (go not installed: pprof readers not checked)")
+        return
+    pprof(["-top", out])
+    pprof(["-traces", out])
+    lines = pprof(["-top", "-lines", out])
+    check("leaky_cache.mv:" in lines, lines)
+    focus = pprof(["-top", "-tagfocus=class=Entry", out])
+    check("remember" in focus, focus)
+    diff = pprof(["-top", f"-diff_base={d}/{dumps[0]}", out])
+    check("Showing nodes" in diff, diff)
+
+
+@test
+def vm_heapprof_golden_collapsed():
+    need_vm()
+    out = fresh("vm_leaky.folded")
+    r = vm([agent("heapprof", f"interval=64k,format=collapsed,space=alloc,file={out}"),
+            os.path.join(HERE, "leaky.mv"), "100000"], seed=7)
+    check(r.returncode == 0, r.stderr)
+    golden("vm_leaky_alloc.folded", open(out).read())
+
+
+@test
+def vm_estimates_within_bounds():
+    """sizes.mv allocates known bytes per function; per-site estimates within 5.7 sigma."""
+    need_vm()
+    interval = 65536
+    sizes = {"small": (400000, 32), "medium": (40000, 1024), "large": (200, 200024)}
+    checks = 0
+    for seed in (21, 22):
+        out = fresh(f"vm_sizes_{seed}.pb.gz")
+        r = vm([agent("heapprof", f"interval={interval},file={out},top=0"),
+                os.path.join(HERE, "sizes.mv")], seed=seed)
+        check(r.returncode == 0, r.stderr)
+        prof = read_profile(out)
+        got_b = by_leaf(prof, 1, key=lambda fr: fr[0])
+        got_o = by_leaf(prof, 0, key=lambda fr: fr[0])
+        for fn, (n, s) in sizes.items():
+            p = -math.expm1(-s / interval)
+            for got, want, var, what in (
+                    (got_b.get(fn, 0), n * s, n * s * s * (1 - p) / p, "bytes"),
+                    (got_o.get(fn, 0), n, n * (1 - p) / p, "objects")):
+                sd = math.sqrt(var) + 1
+                z = (got - want) / sd
+                check(abs(z) <= Z, f"--seed={seed} {fn} {what}: estimate {got}, truth {want}, "
+                                   f"sd {sd:.0f}, z = {z:.2f}")
+                checks += 1
+    print(f"    {checks} checks, --seed=21 and 22, |z| <= {Z}")
+
+
+# A small young generation: liveness is only known at collections, and the
+# default young generation (a third of 1 GiB) would give these short programs
+# none.
+SMALL_YOUNG = ["--young=2m"]
+
+
+@test
+def vm_leakcheck():
+    need_vm()
+    r = vm([agent("leakcheck", "interval=32k"), os.path.join(HERE, "leaky.mv")], seed=1,
+           opts=SMALL_YOUNG)
+    check(r.returncode == 0, r.stderr)
+    check(re.search(r"LEAK\? open_session \S+leaky\.mv:\d+", r.stderr), r.stderr)
+    check("LEAK? scratch" not in r.stderr, r.stderr)
+    # the same with the default heap, collections forced by the agent
+    r = vm([agent("leakcheck", "interval=32k,gc_every=8m"), os.path.join(HERE, "leaky.mv")],
+           seed=2)
+    check(r.returncode == 0, r.stderr)
+    check(re.search(r"LEAK\? open_session \S+leaky\.mv:\d+", r.stderr), r.stderr)
+    prog = os.path.join(ROOT, "examples", "programs", "leaky_cache.mv")
+    r = vm([agent("leakcheck", "interval=32k,every=50"), prog, "100000"], seed=1,
+           opts=SMALL_YOUNG)
+    check(r.returncode == 0, r.stderr)
+    check(re.search(r"LEAK\? (render|remember|handle|make_request) ", r.stderr), r.stderr)
+    for seed in (1, 2, 3):
+        r = vm([agent("leakcheck", "interval=32k"), os.path.join(HERE, "steady.mv")], seed=seed,
+               opts=SMALL_YOUNG)
+        check(r.returncode == 0, r.stderr)
+        check("LEAK?" not in r.stderr and "0 growing sites" in r.stderr,
+              f"--seed={seed} steady.mv:\n{r.stderr}")
+    r = vm([agent("leakcheck", "interval=32k,gc_every=8m"), os.path.join(HERE, "steady.mv")],
+           seed=4)
+    check("LEAK?" not in r.stderr and "0 growing sites" in r.stderr, f"gc_every:\n{r.stderr}")
+
+
+@test
+def vm_lifetimes():
+    need_vm()
+    trace = fresh("vm_trace.jsonl")
+    prog = os.path.join(ROOT, "examples", "programs", "binary_trees.mv")
+    r = vm([agent("lifetimes", f"interval=16k,trace={trace}"), prog, "14"], seed=1,
+           opts=SMALL_YOUNG)
+    check(r.returncode == 0, r.stderr)
+    check(re.search(r"lifetimes: .* make \S+binary_trees\.mv:\d+ \[Node\]", r.stderr), r.stderr)
+    state = {}
+    for line in open(trace):
+        e = json.loads(line)
+        if e["ev"] == "alloc":
+            check(e["id"] not in state, "one alloc per id")
+            state[e["id"]] = "alloc"
+        elif e["ev"] == "promote":
+            check(state.get(e["id"]) == "alloc", f"promote after alloc, once: {e}")
+            state[e["id"]] = "promote"
+        elif e["ev"] == "free":
+            check(state.get(e["id"]) in ("alloc", "promote"), f"free after alloc, once: {e}")
+            state[e["id"]] = "free"
+    check(len(state) > 100, f"{len(state)} samples")
+
+
+@test
+def vm_http_endpoint():
+    need_vm()
+    r = Running([C.minivm, agent("heapprof", "interval=64k,http=0,file="),
+                 os.path.join(HERE, "spin.mv"), "6"])
+    r.wait_port()
+    try:
+        http_checks(r, "churn")
+    finally:
+        code, err = r.finish()
+    check(code == 0, err)
+
+
+@test
+def vm_sigusr2():
+    need_vm()
+    d = fresh("vm_sig")
+    os.makedirs(d)
+    r = Running([C.minivm, agent("heapprof", f"interval=64k,http=0,file={d}/h.pb.gz"),
+                 os.path.join(HERE, "spin.mv"), "4"])
+    r.wait_port()
+    try:
+        time.sleep(1)
+        r.p.send_signal(signal.SIGUSR2)
+        r.wait_for(r"heapprof: wrote \S+h\.0001\.pb\.gz \(SIGUSR2", timeout=10)
+    finally:
+        code, err = r.finish()
+    check(code == 0, err)
+    check_heap_profile(read_profile(f"{d}/h.0001.pb.gz"))
+
+
+@test
+def vm_thread_filter():
+    need_vm()
+    out = fresh("vm_thr.pb.gz")
+    r = vm([agent("heapprof", f"interval=16k,threads=thread-2,file={out}"),
+            os.path.join(HERE, "threads.mv")], seed=1)
+    check(r.returncode == 0, r.stderr)
+    threads = {s["labels"]["thread"] for s in read_profile(out)["samples"]}
+    check(threads == {"thread-2"}, f"threads {threads}")
+    out2 = fresh("vm_thr_all.pb.gz")
+    r = vm([agent("heapprof", f"interval=16k,file={out2}"), os.path.join(HERE, "threads.mv")],
+           seed=1)
+    threads = {s["labels"]["thread"] for s in read_profile(out2)["samples"]}
+    check(threads == {"main", "thread-1", "thread-2"}, f"threads {threads}")
+
+
+@test
+def vm_all_three_agents_together():
+    need_vm()
+    out = fresh("vm_three.pb.gz")
+    r = vm([agent("heapprof", f"file={out},interval=64k"), agent("leakcheck"),
+            agent("lifetimes"), os.path.join(HERE, "leaky.mv"), "100000"], seed=1)
+    check(r.returncode == 0, r.stderr)
+    for name in ("heapprof", "leakcheck", "lifetimes"):
+        check(f"\n{name}:" in "\n" + r.stderr, f"no {name} output:\n{r.stderr}")
+    check_heap_profile(read_profile(out))
+
+
+@test
+def vm_heap_profile_flag():
+    need_vm()
+    h = run([C.minivm, "--help"])
+    if "--heap-profile" not in h.stdout + h.stderr:
+        raise Skip("minivm has no --heap-profile option yet")
+    out = fresh("vm_flag.pb.gz")
+    r = vm([f"--heap-profile={out}", os.path.join(HERE, "leaky.mv"), "50000"])
+    check(r.returncode == 0, r.stderr)
+    check(f"heapprof: wrote {out}" in r.stderr, r.stderr)
+    check_heap_profile(read_profile(out))
+
+
+# ---- driver ------------------------------------------------------------------------------
+
+def probe_vm():
+    C.vm_ok = False
+    if not C.minivm or not os.path.exists(C.minivm):
+        C.vm_skip_reason = "no minivm given"
+        return
+    prog = os.path.join(ROOT, "examples", "programs", "hello.mv")
+    r = run([C.minivm, agent("heapprof", "file=,top=0"), prog], timeout=60)
+    if r.returncode == 0:
+        C.vm_ok = True
+    else:
+        C.vm_skip_reason = ("this minivm cannot run agents yet: " +
+                            (r.stderr.strip().splitlines() or ["?"])[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--minivm")
+    ap.add_argument("--fake-vm", required=True)
+    ap.add_argument("--unit", required=True)
+    ap.add_argument("--heapprof", required=True)
+    ap.add_argument("--leakcheck", required=True)
+    ap.add_argument("--lifetimes", required=True)
+    ap.add_argument("--work")
+    ap.add_argument("--update-golden", action="store_true")
+    ap.add_argument("-k", action="append", help="only tests whose name contains this")
+    a = ap.parse_args()
+    C.minivm = a.minivm and os.path.abspath(a.minivm)
+    C.fake_vm = os.path.abspath(a.fake_vm)
+    C.unit = os.path.abspath(a.unit)
+    C.heapprof = os.path.abspath(a.heapprof)
+    C.leakcheck = os.path.abspath(a.leakcheck)
+    C.lifetimes = os.path.abspath(a.lifetimes)
+    C.update_golden = a.update_golden
+    C.work = os.path.abspath(a.work) if a.work else tempfile.mkdtemp(prefix="tool_tests_")
+    os.makedirs(C.work, exist_ok=True)
+    C.go = shutil.which("go") or next((p for p in ("/usr/lib/go/bin/go", "/usr/bin/go")
+                                       if os.path.exists(p)), None)
+    probe_vm()
+    print(f"tool tests: work dir {C.work}; go: {C.go or 'not installed'}; "
+          f"minivm agents: {'yes' if C.vm_ok else 'no (' + C.vm_skip_reason + ')'}")
+    passed = failed = skipped = 0
+    for t in TESTS:
+        if a.k and not any(k in t.__name__ for k in a.k):
+            continue
+        start = time.time()
+        try:
+            t()
+            passed += 1
+            print(f"PASS {t.__name__} ({time.time() - start:.1f}s)")
+        except Skip as e:
+            skipped += 1
+            print(f"SKIP {t.__name__}: {e}")
+        except Exception as e:  # noqa: BLE001 - every failure is reported, the rest still run
+            failed += 1
+            detail = str(e) if isinstance(e, AssertionError) else traceback.format_exc()
+            print(f"FAIL {t.__name__}: {detail}")
+        sys.stdout.flush()
+    if skipped:
+        print(f"{skipped} skipped (see SKIP lines)")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

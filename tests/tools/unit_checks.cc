@@ -1,0 +1,150 @@
+// Checks of the tool agents' pure parts, without a VM: option parsing, file
+// numbering, the protobuf wire encoding, gzip, per-site aggregation and the
+// collapsed-stack writer. Prints one line per failed check and, last,
+// "unit_checks: N passed, M failed"; exit code 1 on any failure.
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "../../examples/agents/common/options.h"
+#include "../../examples/agents/common/output.h"
+#include "../../examples/agents/common/pprof.h"
+#include "../../examples/agents/heapprof/heap_profile.h"
+
+namespace {
+int passed = 0, failed = 0;
+#define CHECK(cond)                                               \
+  do {                                                            \
+    if (cond) {                                                   \
+      passed++;                                                   \
+    } else {                                                      \
+      failed++;                                                   \
+      std::printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                             \
+  } while (0)
+
+std::string Hex(const std::string& s) {
+  std::string out;
+  char b[4];
+  for (unsigned char c : s) {
+    std::snprintf(b, sizeof b, "%02x", c);
+    out += b;
+  }
+  return out;
+}
+
+void Options() {
+  agent::OptionList l;
+  std::string bad;
+  CHECK(agent::SplitOptions(nullptr, &l, &bad) && l.empty());
+  CHECK(agent::SplitOptions("", &l, &bad) && l.empty());
+  CHECK(agent::SplitOptions("a=1,b=x=y,c", &l, &bad) && l.size() == 3 && l[1].second == "x=y" &&
+        l[2].first == "c" && l[2].second.empty());
+  CHECK(!agent::SplitOptions("a=1,a=2", &l, &bad) && bad == "a=2");
+  CHECK(!agent::SplitOptions("a=1,,b=2", &l, &bad));
+  CHECK(!agent::SplitOptions("=3", &l, &bad) && bad == "=3");
+  int64_t v = 0;
+  CHECK(agent::ParseBytes("512k", 0, 1 << 30, &v) && v == 524288);
+  CHECK(agent::ParseBytes("4096", 0, 1 << 30, &v) && v == 4096);
+  CHECK(agent::ParseBytes("1M", 0, 1 << 30, &v) && v == 1048576);
+  CHECK(!agent::ParseBytes("-1", 0, 1 << 30, &v));
+  CHECK(!agent::ParseBytes("k", 0, 1 << 30, &v));
+  CHECK(!agent::ParseBytes("12x", 0, 1 << 30, &v));
+  CHECK(!agent::ParseBytes("4g", 0, 0x7fffffff, &v));
+  CHECK(!agent::ParseBytes("99999999999999999999", 0, INT64_MAX, &v));
+  CHECK(agent::ParseInt("0", 0, 65535, &v) && v == 0);
+  CHECK(!agent::ParseInt("65536", 0, 65535, &v));
+  CHECK(!agent::ParseInt("", 0, 65535, &v));
+  double d = 0;
+  CHECK(agent::ParseDouble("0.999", 0.5, 1, &d) && d == 0.999);
+  CHECK(!agent::ParseDouble("nan", 0.5, 1, &d));
+  std::vector<std::string> names;
+  CHECK(agent::SplitNames("main+thread-2", '+', &names) && names.size() == 2 &&
+        names[1] == "thread-2");
+  CHECK(!agent::SplitNames("main++x", '+', &names));
+  CHECK(!agent::SplitNames("", '+', &names));
+}
+
+void Paths() {
+  CHECK(agent::NumberedPath("heap.pb.gz", 1) == "heap.0001.pb.gz");
+  CHECK(agent::NumberedPath("dir.x/out.folded", 12) == "dir.x/out.0012.folded");
+  CHECK(agent::NumberedPath("dir.x/out", 3) == "dir.x/out.0003");
+  CHECK(agent::HumanBytes(512) == "512 B");
+  CHECK(agent::HumanBytes(1536) == "1.5 KiB");
+}
+
+void Proto() {
+  pprof::ProtoWriter w;
+  w.Varint(300);
+  CHECK(Hex(w.data()) == "ac02");
+  w.Clear();
+  w.Uint64(1, 150);
+  CHECK(Hex(w.data()) == "089601");
+  w.Clear();
+  w.Bytes(2, "testing");
+  CHECK(Hex(w.data()) == "120774657374696e67");
+  w.Clear();
+  w.PackedInt64(4, {3, 270, 86942});
+  CHECK(Hex(w.data()) == "2206038e029ea705");
+  w.Clear();
+  w.Int64(1, -1);  // int64 negatives take ten bytes
+  CHECK(Hex(w.data()) == "08ffffffffffffffffff01");
+
+  pprof::ProfileBuilder b;
+  b.AddSampleType("alloc_space", "bytes");
+  uint64_t l1 = b.Location("f", "a.mv", 3);
+  uint64_t l2 = b.Location("f", "a.mv", 4);
+  uint64_t l3 = b.Location("f", "a.mv", 3);
+  CHECK(l1 == 1 && l2 == 2 && l3 == 1);
+  b.AddSample({l1}, {42}, {});
+  std::string enc = b.Encode();
+  CHECK(!enc.empty());
+  std::string gz, back;
+  CHECK(pprof::Gzip(enc, &gz) && gz.size() > 10 && static_cast<unsigned char>(gz[0]) == 0x1f &&
+        static_cast<unsigned char>(gz[1]) == 0x8b);
+  CHECK(pprof::Gunzip(gz, &back) && back == enc);
+  std::string big(1 << 20, 'x'), gzbig, bigback;
+  CHECK(pprof::Gzip(big, &gzbig) && gzbig.size() < 10000 && pprof::Gunzip(gzbig, &bigback) &&
+        bigback == big);
+}
+
+void Aggregation() {
+  agent::SiteTable sites;
+  uint32_t cls = sites.InternString("Node");
+  uint32_t thr = sites.InternString("main");
+  heapprof::HeapData data;
+  heapprof::SiteKey k{0, cls, thr};
+  // interval-0 style: weight == size
+  CHECK(data.RecordAlloc(1, k, 32, 32) == 32);
+  data.RecordAlloc(2, k, 0.1 + 0.2, 32);  // awkward doubles
+  data.RecordAlloc(0, k, 64, 32);         // untagged: allocated, never in use
+  data.RecordFree(1);
+  data.RecordFree(1);  // twice: ignored
+  data.RecordFree(99);
+  std::vector<heapprof::Row> rows;
+  data.Copy(&rows);
+  CHECK(rows.size() == 1);
+  CHECK(std::fabs(rows[0].totals.alloc_bytes - 96.3) < 1e-9);
+  CHECK(rows[0].totals.live_samples == 1 && rows[0].totals.samples == 3);
+  data.RecordFree(2);
+  data.Copy(&rows);
+  CHECK(rows[0].totals.inuse_bytes == 0.0 && rows[0].totals.inuse_objects == 0.0);
+  agent::SiteTable::Snapshot snap;
+  sites.Copy(&snap);
+  CHECK(heapprof::BuildCollapsed(rows, snap, false) == "<unknown>;[Node] 96\n");
+  CHECK(heapprof::BuildCollapsed(rows, snap, true).empty());
+  std::string gz = heapprof::BuildPprof(rows, snap, 0, heapprof::ProfileKind::kHeap);
+  std::string raw;
+  CHECK(pprof::Gunzip(gz, &raw) && raw.find("inuse_space") != std::string::npos);
+}
+}  // namespace
+
+int main() {
+  Options();
+  Paths();
+  Proto();
+  Aggregation();
+  std::printf("unit_checks: %d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
