@@ -226,9 +226,6 @@ Outcome CallBuiltin(VMThread* t, Builtin b, Value* args, int argc) {
       break;
     }
   }
-  // Objects built above are published only through the result slot; make
-  // their contents visible before any racy store of it (see NEW).
-  std::atomic_thread_fence(std::memory_order_release);
   return ok ? Outcome::kReturn : Outcome::kError;
 }
 

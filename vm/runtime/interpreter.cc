@@ -19,17 +19,17 @@
 //     The loop returns when the frame it was entered with returns.
 //  5. Safepoint polls at LOOP (back-edges) and CALL: a relaxed-cost load of
 //     the mutator's poll word, with SYNC() only on the rare taken path.
-//  6. Memory model: globals, fields and elements are plain 8-byte stores and
-//     loads. Programs that share state between threads without join are racy
-//     by the language's definition (docs/language.md, "Threads"); aligned
-//     8-byte accesses never tear on our hosts, and a release fence after an
-//     object's initialisation (NEW, allocating built-ins, concatenation)
-//     keeps a racily published object's header and fields visible before
-//     its reference, as the JVM's StoreStore barrier after allocation does.
-//     Rejected: atomics on every field access (they cannot make racy
-//     programs TSan-clean anyway, since headers are written by the
-//     allocator).
+//  6. Memory model: globals, fields and elements are read and written with
+//     acquire loads and release stores (vm/runtime/shared_slots.h): racy
+//     programs (docs/language.md, "Threads") never see a torn value or an
+//     object whose header is not yet visible, and stay well-defined C++ (so
+//     TSan reports only the VM's own races). Plain moves on x86-64.
+//     Rejected: plain accesses plus a release fence after allocation (the
+//     JVM's StoreStore barrier): it relies on address dependencies on the
+//     reading side, which C++ does not guarantee and TSan cannot see.
 #include "vm/runtime/interpreter.h"
+
+#include "vm/runtime/shared_slots.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -125,7 +125,6 @@ const char* OpSymbol(Opcode op) {
   if (op == Opcode::ADD && IsString(a) && IsString(b)) {
     Object* s = ConcatStrings(t, &operands[0], &operands[1]);
     if (s == nullptr) return false;
-    std::atomic_thread_fence(std::memory_order_release);  // see NEW
     operands[0] = Value::Ref(s);
     return true;
   }
@@ -204,9 +203,9 @@ int64_t CheckIndex(VMThread* t, Value obj, Value index, bool write) {
   const int64_t i = CheckIndex(t, obj, operands[1], /*write=*/false);
   if (i < 0) return false;
   if (IsArray(obj)) {
-    operands[0] = obj.AsRef()->elements()[i];
+    operands[0] = LoadShared(&obj.AsRef()->elements()[i]);
   } else {
-    operands[0] = Value::Int(obj.AsRef()->bytes()[i]);
+    operands[0] = Value::Int(LoadSharedByte(&obj.AsRef()->bytes()[i]));
   }
   return true;
 }
@@ -218,7 +217,7 @@ int64_t CheckIndex(VMThread* t, Value obj, Value index, bool write) {
   const int64_t i = CheckIndex(t, obj, operands[1], /*write=*/true);
   if (i < 0) return false;
   if (IsArray(obj)) {
-    obj.AsRef()->elements()[i] = v;
+    StoreShared(&obj.AsRef()->elements()[i], v);
     gc::WriteBarrier(&t->mutator, obj.AsRef(), v);
     return true;
   }
@@ -227,7 +226,7 @@ int64_t CheckIndex(VMThread* t, Value obj, Value index, bool write) {
              absl::StrCat("byte value ", DescribeValue(v), " not in 0..255"));
     return false;
   }
-  obj.AsRef()->bytes()[i] = static_cast<uint8_t>(v.AsInt());
+  StoreSharedByte(&obj.AsRef()->bytes()[i], static_cast<uint8_t>(v.AsInt()));
   return true;
 }
 
@@ -335,10 +334,10 @@ op_STORE_LOCAL:
   base[ReadU16(pc + 1)] = *--sp;
   NEXT(STORE_LOCAL);
 op_LOAD_GLOBAL:
-  *sp++ = globals[ReadU32(pc + 1)];
+  *sp++ = LoadShared(&globals[ReadU32(pc + 1)]);
   NEXT(LOAD_GLOBAL);
 op_STORE_GLOBAL:
-  globals[ReadU32(pc + 1)] = *--sp;
+  StoreShared(&globals[ReadU32(pc + 1)], *--sp);
   NEXT(STORE_GLOBAL);
 
 op_GET_FIELD : {
@@ -352,7 +351,7 @@ op_GET_FIELD : {
     slot = ResolveField(t, obj, ReadU32(pc + 1), &caches[ReadU32(pc + 5)], false);
     if (slot < 0) return Outcome::kError;
   }
-  sp[-1] = obj.AsRef()->fields()[slot];
+  sp[-1] = LoadShared(&obj.AsRef()->fields()[slot]);
   NEXT(GET_FIELD);
 }
 op_SET_FIELD : {
@@ -367,7 +366,7 @@ op_SET_FIELD : {
     slot = ResolveField(t, obj, ReadU32(pc + 1), &caches[ReadU32(pc + 5)], true);
     if (slot < 0) return Outcome::kError;
   }
-  obj.AsRef()->fields()[slot] = v;
+  StoreShared(&obj.AsRef()->fields()[slot], v);
   gc::WriteBarrier(m, obj.AsRef(), v);
   sp -= 2;
   NEXT(SET_FIELD);
@@ -377,7 +376,7 @@ op_GET_INDEX : {
   const Value i = sp[-1];
   if (ABSL_PREDICT_TRUE(IsArray(obj) && i.IsInt() &&
                         static_cast<uint64_t>(i.AsInt()) < obj.AsRef()->length())) {
-    sp[-2] = obj.AsRef()->elements()[i.AsInt()];
+    sp[-2] = LoadShared(&obj.AsRef()->elements()[i.AsInt()]);
   } else {
     SYNC();
     if (!GetIndexSlow(t, sp - 2)) return Outcome::kError;
@@ -391,7 +390,7 @@ op_SET_INDEX : {
   const Value v = sp[-1];
   if (ABSL_PREDICT_TRUE(IsArray(obj) && i.IsInt() &&
                         static_cast<uint64_t>(i.AsInt()) < obj.AsRef()->length())) {
-    obj.AsRef()->elements()[i.AsInt()] = v;
+    StoreShared(&obj.AsRef()->elements()[i.AsInt()], v);
     gc::WriteBarrier(m, obj.AsRef(), v);
   } else {
     SYNC();
@@ -546,10 +545,6 @@ op_NEW : {
     fields[i] = args[i];
     gc::WriteBarrier(m, obj, args[i]);
   }
-  // Publication: the header and fields must be visible before any racy store
-  // of the reference is (a StoreStore barrier, as the JVM emits after
-  // allocation; free on x86-64, needed on AArch64).
-  std::atomic_thread_fence(std::memory_order_release);
   sp = args;
   *sp++ = Value::Ref(obj);
   NEXT(NEW);

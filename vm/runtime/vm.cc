@@ -260,7 +260,6 @@ bool VM::Spawn(VMThread* t, const Function* fn, gc::Value* args, int argc, gc::V
   const gc::Value index_value = gc::Value::Int(index);
   thread_obj->fields()[kThreadIndexField] = index_value;
   gc::WriteBarrier(&t->mutator, thread_obj, index_value);
-  std::atomic_thread_fence(std::memory_order_release);  // see NEW in interpreter.cc
   *result = gc::Value::Ref(thread_obj);
   try {
     std::thread th([this, child] { ThreadMain(child); });
