@@ -130,6 +130,7 @@ bool ToolInterface::SamplingEnabledFor(gc::Mutator* m) {
 
 void ToolInterface::ReconfigureSampling() {
   if (phase() != VMTI_PHASE_LIVE || vm_ == nullptr) return;  // applied at VMInit
+  if (dying_.load(std::memory_order_acquire)) return;         // design point 6
   // No lock here: a mutator waiting on a mutex could neither poll nor count
   // as blocked, and would stall the safepoint. Concurrent calls serialise in
   // the safepoint protocol, and each evaluates the settings current then.
@@ -167,6 +168,7 @@ gc::WeakTable& ToolInterface::weak_table() { return vm_->heap()->weak_table(); }
 
 void ToolInterface::ForceGarbageCollection() {
   VMThread* self = CurrentThreadState().thread;
+  if (dying_.load(std::memory_order_acquire) && self != dying_thread_.load()) return;
   vm_->heap()->CollectGarbage(self != nullptr ? &self->mutator : nullptr,
                               gc::GcCause::kExplicit);
 }
@@ -214,6 +216,8 @@ void ToolInterface::OnVMInit(VMThread* main) {
 
 void ToolInterface::OnVMDeath(VMThread* current) {
   if (current != nullptr) CurrentThreadState().thread = current;
+  dying_thread_.store(current);
+  dying_.store(true, std::memory_order_release);
   for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
     Environment* env = EnvironmentAt(i);
     if (env->disposed.load() || !env->EventEnabledFor(VMTI_EVENT_VM_DEATH, current)) continue;

@@ -30,6 +30,10 @@
 //    (statmemprof's orphan problem does not arise). Reports arriving while a
 //    callback of the same delivery is running (a callback that forces a
 //    collection) are queued and delivered after it, preserving order.
+// 6. VM death. Once VMDeath starts, every other thread is stopped for good:
+//    re-configuring sampling is a no-op, and ForceGarbageCollection works only
+//    on the dying thread (any other caller, such as an agent's own thread,
+//    would wait forever for a safepoint that cannot start).
 #ifndef MINIVM_AGENT_API_TOOL_INTERFACE_H_
 #define MINIVM_AGENT_API_TOOL_INTERFACE_H_
 
@@ -145,6 +149,8 @@ class ToolInterface final : public ToolHooks,
   std::vector<AgentLibrary> libraries_;
   VM* vm_ = nullptr;
   std::atomic<vmtiPhase> phase_{VMTI_PHASE_ONLOAD};
+  std::atomic<bool> dying_{false};
+  std::atomic<VMThread*> dying_thread_{nullptr};
   std::atomic<int32_t> interval_;
 
   mutable gc::Mutex envs_mu_;

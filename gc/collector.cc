@@ -190,11 +190,13 @@ void GenerationalHeap::UpdateTenuringThreshold(
 
 void GenerationalHeap::CollectGarbage(Mutator* requester, GcCause cause) {
   while (Collect(requester, cause, GcKind::kFull) == GcKind::kNone) {
+    if (safepoints_.stopped_for_good()) return;  // the VM is dying
   }
 }
 
 void GenerationalHeap::RunAtSafepoint(Mutator* requester, absl::FunctionRef<void(Mutator*)> fn) {
   while (!safepoints_.Begin(requester)) {
+    if (safepoints_.stopped_for_good()) return;  // the VM is dying
   }
   for (Mutator* m : safepoints_.mutators()) fn(m);
   safepoints_.End(requester);
@@ -216,6 +218,7 @@ void GenerationalHeap::ReconfigureSampling(Mutator* requester, int32_t interval)
 
 void GenerationalHeap::VerifyNow(Mutator* requester) {
   while (!safepoints_.Begin(requester)) {
+    if (safepoints_.stopped_for_good()) return;
   }
   Verify("on request");
   safepoints_.End(requester);

@@ -46,9 +46,12 @@ bool SafepointManager::Begin(Mutator* requester) {
   if (active_ && permanent_ && owner_ == requester) return true;
   if (active_) {
     if (requester != nullptr) {
-      ParkLocked(requester);
+      ParkLocked(requester);  // forever, if the stop is permanent: as it must
     } else {
-      while (active_) cv_.Wait(&mu_);
+      // A non-mutator (an agent's own thread) must not wait for a permanent
+      // stop to end: it never does, and the VM's last callback may be
+      // joining this very thread. Callers see stopped_for_good() and give up.
+      while (active_ && !permanent_) cv_.Wait(&mu_);
     }
     return false;
   }
@@ -66,6 +69,12 @@ void SafepointManager::BeginPermanent(Mutator* requester) {
   }
   MutexLock lock(&mu_);
   permanent_ = true;
+  cv_.SignalAll();  // non-mutators waiting in Begin give up (see Begin)
+}
+
+bool SafepointManager::stopped_for_good() const {
+  MutexLock lock(&mu_);
+  return permanent_;
 }
 
 void SafepointManager::End(Mutator* requester) {

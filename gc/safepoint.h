@@ -47,6 +47,9 @@ class SafepointManager {
   // run collections and safepoint operations (Begin returns true at once and
   // End does nothing for it), so agents' VMDeath callbacks can use the heap.
   void BeginPermanent(Mutator* requester);
+  // True once BeginPermanent ran: Begin by anyone but its owner fails (a
+  // mutator parks for good; a non-mutator returns false at once).
+  bool stopped_for_good() const;
 
   void Poll(Mutator* m);
   void EnterBlocked(Mutator* m);

@@ -1,6 +1,8 @@
 #include "gc/sampler.h"
 
 #include <algorithm>
+#include <math.h>
+
 #include <cmath>
 
 namespace minivm::gc {
@@ -14,6 +16,13 @@ uint64_t SplitMix64(uint64_t& state) {
 }
 
 inline uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+// std::lgamma writes the global `signgam`: a data race when several threads
+// sample large objects at once. lgamma_r keeps the sign local.
+double LogGamma(double x) {
+  int sign;
+  return lgamma_r(x, &sign);
+}
 
 }  // namespace
 
@@ -70,7 +79,7 @@ uint64_t SamplerRandom::NextPoisson(double mean) {
     if (us >= 0.07 && v <= vr) return static_cast<uint64_t>(k);
     if (k < 0 || (us < 0.013 && v > us)) continue;
     if (std::log(v) + std::log(inv_alpha) - std::log(a / (us * us) + b) <=
-        -mean + k * loglam - std::lgamma(k + 1)) {
+        -mean + k * loglam - LogGamma(k + 1)) {
       return static_cast<uint64_t>(k);
     }
   }
