@@ -283,35 +283,27 @@ void ToolInterface::OnSampledAllocation(gc::Mutator* m, gc::Value* object_root,
   ts.sample_generation = outer_generation;
 }
 
-void ToolInterface::OnGcStart() {
+void ToolInterface::PostGcEvent(vmtiEvent event) {
   if (phase() != VMTI_PHASE_LIVE) return;
   ThreadState& ts = CurrentThreadState();
-  ++ts.restricted_depth;
+  ++ts.restricted_depth;  // inside the pause: only raw bookkeeping is allowed
   for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
     Environment* env = EnvironmentAt(i);
     if (env->disposed.load() || !env->Capabilities().can_generate_garbage_collection_events ||
-        !env->EventEnabledFor(VMTI_EVENT_GARBAGE_COLLECTION_START, ts.thread)) {
+        !env->EventEnabledFor(event, ts.thread)) {
       continue;
     }
-    if (auto cb = env->Callbacks().GarbageCollectionStart) cb(env->AsVmti());
+    const vmtiEventCallbacks cb = env->Callbacks();
+    auto fn = event == VMTI_EVENT_GARBAGE_COLLECTION_START ? cb.GarbageCollectionStart
+                                                           : cb.GarbageCollectionFinish;
+    if (fn != nullptr) fn(env->AsVmti());
   }
   --ts.restricted_depth;
 }
 
-void ToolInterface::OnGcFinish() {
-  if (phase() != VMTI_PHASE_LIVE) return;
-  ThreadState& ts = CurrentThreadState();
-  ++ts.restricted_depth;
-  for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
-    Environment* env = EnvironmentAt(i);
-    if (env->disposed.load() || !env->Capabilities().can_generate_garbage_collection_events ||
-        !env->EventEnabledFor(VMTI_EVENT_GARBAGE_COLLECTION_FINISH, ts.thread)) {
-      continue;
-    }
-    if (auto cb = env->Callbacks().GarbageCollectionFinish) cb(env->AsVmti());
-  }
-  --ts.restricted_depth;
-}
+void ToolInterface::OnGcStart() { PostGcEvent(VMTI_EVENT_GARBAGE_COLLECTION_START); }
+
+void ToolInterface::OnGcFinish() { PostGcEvent(VMTI_EVENT_GARBAGE_COLLECTION_FINISH); }
 
 void ToolInterface::OnWeakEvents(absl::Span<const gc::WeakEvent> events) {
   {

@@ -139,6 +139,8 @@ class ToolInterface final : public ToolHooks,
   size_t EnvironmentCount() const;
   Environment* EnvironmentAt(size_t i) const;
   void DeliverWeakEvent(const gc::WeakEvent& e);
+  // GarbageCollectionStart/Finish to every environment that wants it.
+  void PostGcEvent(vmtiEvent event);
 
   vmtiVMInterface vm_functions_;
   struct VmHandle {

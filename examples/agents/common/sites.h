@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -43,6 +44,19 @@ class ErrorLog {
 // Reports an exception caught at a callback boundary: the first few on
 // stderr, then silently (exceptions must never unwind into the VM).
 void ReportException(const char* agent, const char* callback, const char* what);
+
+// Runs a callback body so that no C++ exception unwinds into the VM: one
+// caught is reported (ReportException) and the event dropped.
+template <typename F>
+void Guard(const char* agent, const char* callback, F&& body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    ReportException(agent, callback, e.what());
+  } catch (...) {
+    ReportException(agent, callback, "unknown exception");
+  }
+}
 
 // Copies an Allocate'd string and Deallocates it (NULL gives "").
 std::string TakeString(vmtiEnv* env, char* s);

@@ -47,6 +47,7 @@
 #include <deque>
 #include <exception>
 #include <memory>
+#include <utility>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -362,16 +363,10 @@ class Profiler {
 Profiler* g_profiler = nullptr;
 
 // Trampolines: no C++ exception (bad_alloc, a thread that cannot start) may
-// unwind into the VM; it is reported once and the event is dropped.
+// No C++ exception may unwind into the VM (common/sites.h).
 template <typename F>
 void Guard(const char* what, F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    agent::ReportException(kName, what, e.what());
-  } catch (...) {
-    agent::ReportException(kName, what, "unknown exception");
-  }
+  agent::Guard(kName, what, std::forward<F>(f));
 }
 void JNI_VMInit(vmtiEnv* env, vmtiThread t) {
   Guard("VMInit", [&] { g_profiler->OnVMInit(env, t); });

@@ -55,6 +55,7 @@
 #include <exception>
 #include <map>
 #include <memory>
+#include <utility>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -418,16 +419,10 @@ class Checker {
 
 Checker* g_checker = nullptr;
 
-// No C++ exception may unwind into the VM: report it once, drop the event.
+// No C++ exception may unwind into the VM (common/sites.h).
 template <typename F>
 void Guard(const char* what, F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    agent::ReportException(kName, what, e.what());
-  } catch (...) {
-    agent::ReportException(kName, what, "unknown exception");
-  }
+  agent::Guard(kName, what, std::forward<F>(f));
 }
 void JNI_Sample(vmtiEnv* env, vmtiThread t, vmtiObject o, vmtiClass k, vmtiLong s) {
   Guard("SampledObjectAlloc", [&] { g_checker->OnSample(env, t, o, k, s); });

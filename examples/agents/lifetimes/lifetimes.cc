@@ -43,6 +43,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <utility>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -313,16 +314,10 @@ class Tracker {
 
 Tracker* g_tracker = nullptr;
 
-// No C++ exception may unwind into the VM: report it once, drop the event.
+// No C++ exception may unwind into the VM (common/sites.h).
 template <typename F>
 void Guard(const char* what, F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    agent::ReportException(kName, what, e.what());
-  } catch (...) {
-    agent::ReportException(kName, what, "unknown exception");
-  }
+  agent::Guard(kName, what, std::forward<F>(f));
 }
 void JNI_Sample(vmtiEnv* env, vmtiThread t, vmtiObject o, vmtiClass k, vmtiLong s) {
   Guard("SampledObjectAlloc", [&] { g_tracker->OnSample(env, t, o, k, s); });
