@@ -34,7 +34,6 @@ void TagMap::Set(gc::WeakTable& table, uint64_t epoch, int env_id, gc::Object* o
     rec = Record{};
     free_.push_back(it->second);
     index_.erase(it);
-    --live_;
     return;
   }
   if (tag == 0) return;
@@ -52,7 +51,6 @@ void TagMap::Set(gc::WeakTable& table, uint64_t epoch, int env_id, gc::Object* o
   rec.in_use = true;
   rec.promoted = false;
   index_[obj] = r;
-  ++live_;
 }
 
 std::optional<int64_t> TagMap::OnPromoted(uint64_t record) {
@@ -72,16 +70,10 @@ std::optional<int64_t> TagMap::OnDied(gc::WeakTable& table, uint64_t record) {
   table.Delete(rec.slot);
   rec = Record{};
   free_.push_back(record);
-  --live_;
   // The index may still map a stale address to this record; it is rebuilt
   // after every collection, and this record died in the latest one.
   index_epoch_ = ~uint64_t{0};
   return tag;
-}
-
-size_t TagMap::size() {
-  gc::MutexLock lock(&mu_);
-  return live_;
 }
 
 }  // namespace minivm::agent

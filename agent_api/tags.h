@@ -48,7 +48,6 @@ class TagMap {
   std::optional<int64_t> OnPromoted(uint64_t record);
   std::optional<int64_t> OnDied(gc::WeakTable& table, uint64_t record);
 
-  size_t size();
 
  private:
   struct Record {
@@ -65,7 +64,6 @@ class TagMap {
   std::vector<uint64_t> free_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<const gc::Object*, uint64_t> index_ ABSL_GUARDED_BY(mu_);
   uint64_t index_epoch_ ABSL_GUARDED_BY(mu_) = ~uint64_t{0};
-  size_t live_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace minivm::agent

@@ -87,7 +87,6 @@ class ToolInterface final : public ToolHooks,
   // Loads and starts every agent in order (phase ONLOAD). The first failure
   // is returned as a one-line message naming the agent.
   absl::Status LoadAgents(const std::vector<std::string>& agent_options);
-  bool has_agents() const { return !libraries_.empty(); }
   // Registers with the VM and its heap. Call once, after VM::Create.
   void AttachVm(VM* vm);
   // Agent_OnUnload for each agent, after VM death.
