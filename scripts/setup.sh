@@ -11,6 +11,7 @@ packages=(
   clang libclang-rt-14-dev                   # libFuzzer target (tests/fuzz)
   zlib1g-dev                                 # tool agents: gzipped pprof profiles
   golang-go graphviz                         # tests/tools: `go tool pprof` reads our profiles
+  llvm-19-dev                                # the JIT tier (LLVM ORC)
 )
 
 missing=()

@@ -14,6 +14,7 @@
 #include "agent_api/tool_interface.h"
 #include "vm/bytecode/disassembler.h"
 #include "vm/compiler/compiler.h"
+#include "vm/jit/jit.h"
 #include "vm/runtime/options.h"
 #include "vm/runtime/version.h"
 #include "vm/runtime/vm.h"
@@ -99,6 +100,19 @@ int main(int argc, char** argv) {
       minivm::VM::Create(std::move(compiled.program), std::move(vm_options));
   if (!vm.ok()) return Fail(vm.status().message());
   if (tools != nullptr) tools->AttachVm(vm->get());
+  if (options->jit != minivm::JitMode::kOff) {
+    minivm::jit::JitConfig jit_config;
+    jit_config.mode = options->jit;
+    jit_config.verbose = options->verbose_jit;
+    jit_config.print = options->print_jit;
+    jit_config.print_only = options->print_jit_only;
+    absl::StatusOr<std::unique_ptr<minivm::jit::Jit>> jit =
+        minivm::jit::Jit::Create(vm->get(), jit_config);
+    if (!jit.ok()) return Fail(jit.status().message());
+    // --jit=eager: every function is compiled before the program starts.
+    if (options->jit == minivm::JitMode::kEager) (*jit)->CompileAll();
+    (*vm)->InstallJit(*std::move(jit), options->jit_threshold);
+  }
   const int code = (*vm)->Run();
   (*vm)->ExitProcess(code);
 }

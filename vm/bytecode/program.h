@@ -75,6 +75,17 @@ class FieldCache {
   std::atomic<uint64_t> word_{0};
 };
 
+// Compiled code for a Function (vm/jit/): `thread` is the VMThread, `frame`
+// the Function's Frame, already pushed by the caller (its base, locals and
+// arguments in place, as the interpreter's CALL leaves them). `entry` is 0 to
+// start at the beginning, or 1 + the bytecode offset of a loop header to
+// continue an interpreted activation there (on-stack replacement). Returns
+// an Outcome (vm/runtime/interpreter.h) as an int.
+using JitEntry = int (*)(void* thread, void* frame, uint32_t entry);
+
+// Tiering state of a Function (vm/jit/jit.h).
+enum class JitState : uint8_t { kInterpreted, kQueued, kCompiled, kFailed };
+
 struct Function {
   std::string name;
   uint32_t index = 0;        // in Program::functions
@@ -87,6 +98,15 @@ struct Function {
   // One per GET_FIELD/SET_FIELD site; the instruction's second operand indexes it.
   std::unique_ptr<FieldCache[]> field_caches;
   uint32_t num_field_caches = 0;
+
+  // Tiering (mutable: a Function is otherwise immutable once compiled).
+  // `hotness` counts calls and loop back-edges run by the interpreter; it is
+  // a lossy relaxed counter (load + store, no locked add): a lost increment
+  // only delays compilation. `jit_code` is published once, with release,
+  // after the code is fully materialised; readers load it with acquire.
+  mutable std::atomic<uint32_t> hotness{0};
+  mutable std::atomic<JitState> jit_state{JitState::kInterpreted};
+  mutable std::atomic<JitEntry> jit_code{nullptr};
 };
 
 class SymbolTable {

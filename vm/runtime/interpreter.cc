@@ -42,6 +42,7 @@
 #include "vm/bytecode/opcodes.h"
 #include "vm/runtime/builtin_classes.h"
 #include "vm/runtime/builtins.h"
+#include "vm/runtime/slow_paths.h"
 #include "vm/runtime/strings.h"
 #include "vm/runtime/vm.h"
 
@@ -79,212 +80,62 @@ constexpr int Len(Opcode op) {
   }
 }
 
-const char* OpSymbol(Opcode op) {
-  switch (op) {
-    case Opcode::ADD:
-      return "+";
-    case Opcode::SUB:
-      return "-";
-    case Opcode::MUL:
-      return "*";
-    case Opcode::DIV:
-      return "/";
-    case Opcode::MOD:
-      return "%";
-    case Opcode::LT:
-      return "<";
-    case Opcode::LE:
-      return "<=";
-    case Opcode::GT:
-      return ">";
-    case Opcode::GE:
-      return ">=";
-    default:
-      return "?";
-  }
-}
-
-// Binary arithmetic and comparisons when the fast path did not apply.
-// operands[0], operands[1] are the stack slots; the result goes to
-// operands[0].
-[[gnu::noinline, gnu::cold]] bool BinarySlow(VMThread* t, Opcode op, Value* operands) {
-  const Value a = operands[0];
-  const Value b = operands[1];
-  if (a.IsInt() && b.IsInt()) {
-    const int64_t x = a.AsInt();
-    const int64_t y = b.AsInt();
-    if (y == 0) {
-      t->Raise(ErrorKind::kDivisionByZero, absl::StrCat(x, " ", OpSymbol(op), " 0"));
-      return false;
-    }
-    // |x|, |y| < 2^62, so neither quotient nor remainder overflows int64;
-    // kMinInt / -1 = 2^62 wraps to kMinInt in Value::Int, as documented.
-    operands[0] = Value::Int(op == Opcode::DIV ? x / y : x % y);
-    return true;
-  }
-  if (op == Opcode::ADD && IsString(a) && IsString(b)) {
-    Object* s = ConcatStrings(t, &operands[0], &operands[1]);
-    if (s == nullptr) return false;
-    operands[0] = Value::Ref(s);
-    return true;
-  }
-  if (op == Opcode::ADD) {
-    t->Raise(ErrorKind::kTypeError, absl::StrCat("+ expects two ints or two Strings, got ",
-                                                 TypeName(a), " and ", TypeName(b)));
-  } else {
-    t->Raise(ErrorKind::kTypeError, absl::StrCat(OpSymbol(op), " expects two ints, got ",
-                                                 TypeName(a), " and ", TypeName(b)));
-  }
-  return false;
-}
-
-[[gnu::noinline]] bool ValuesEqualSlow(Value a, Value b) {
-  // Identical bits were handled inline.
-  return IsString(a) && IsString(b) && StringEquals(a.AsRef(), b.AsRef());
-}
-
-[[gnu::noinline, gnu::cold]] void RaiseNegType(VMThread* t, Value a) {
-  t->Raise(ErrorKind::kTypeError, absl::StrCat("unary - expects an int, got ", TypeName(a)));
-}
-
-// Resolves a field for `obj` (an arbitrary value) through the Klass, updates
-// the cache; returns the slot or -1 with the error raised.
-[[gnu::noinline]] int ResolveField(VMThread* t, Value obj, uint32_t symbol, FieldCache* cache,
-                                   bool write) {
-  const Program& program = t->vm->program();
-  if (obj.IsNull()) {
-    t->Raise(ErrorKind::kNullDereference,
-             absl::StrCat(write ? "cannot write field '" : "cannot read field '",
-                          program.symbols.Name(symbol), "' of null"));
-    return -1;
-  }
-  if (obj.IsRef()) {
-    const Klass* k = KlassOf(obj.AsRef());
-    const int slot = k->kind == gc::LayoutKind::kFields ? k->FieldIndex(symbol) : -1;
-    if (slot >= 0) {
-      if (slot <= 0xFFFF) cache->Update(k, slot);
-      return slot;
-    }
-  }
-  t->Raise(ErrorKind::kUnknownField,
-           absl::StrCat(TypeName(obj), " has no field '", program.symbols.Name(symbol), "'"));
-  return -1;
-}
-
-// Checks an index operation's receiver and index; returns the element index
-// or -1 with the error raised.
-int64_t CheckIndex(VMThread* t, Value obj, Value index, bool write) {
-  if (obj.IsNull()) {
-    t->Raise(ErrorKind::kNullDereference,
-             write ? "cannot assign an element of null" : "cannot index null");
-    return -1;
-  }
-  if (!IsArray(obj) && !IsBytes(obj) && !IsString(obj)) {
-    t->Raise(ErrorKind::kTypeError, absl::StrCat("cannot index ", TypeName(obj)));
-    return -1;
-  }
-  if (write && IsString(obj)) {
-    t->Raise(ErrorKind::kTypeError, "cannot assign an element of a String (Strings are immutable)");
-    return -1;
-  }
-  const uint64_t length = obj.AsRef()->length();
-  if (!index.IsInt() || index.AsInt() < 0 || static_cast<uint64_t>(index.AsInt()) >= length) {
-    t->Raise(ErrorKind::kIndexOutOfRange,
-             absl::StrCat("index ", DescribeValue(index), " out of range for ", TypeName(obj),
-                          " of length ", length));
-    return -1;
-  }
-  return index.AsInt();
-}
-
-// [obj, i] -> [obj[i]] in operands[0].
-[[gnu::noinline]] bool GetIndexSlow(VMThread* t, Value* operands) {
-  const Value obj = operands[0];
-  const int64_t i = CheckIndex(t, obj, operands[1], /*write=*/false);
-  if (i < 0) return false;
-  if (IsArray(obj)) {
-    operands[0] = LoadShared(&obj.AsRef()->elements()[i]);
-  } else {
-    operands[0] = Value::Int(LoadSharedByte(&obj.AsRef()->bytes()[i]));
-  }
-  return true;
-}
-
-// [obj, i, v]: obj[i] = v.
-[[gnu::noinline]] bool SetIndexSlow(VMThread* t, Value* operands) {
-  const Value obj = operands[0];
-  const Value v = operands[2];
-  const int64_t i = CheckIndex(t, obj, operands[1], /*write=*/true);
-  if (i < 0) return false;
-  if (IsArray(obj)) {
-    StoreShared(&obj.AsRef()->elements()[i], v);
-    gc::WriteBarrier(&t->mutator, obj.AsRef(), v);
-    return true;
-  }
-  if (!v.IsInt() || v.AsInt() < 0 || v.AsInt() > 255) {
-    t->Raise(ErrorKind::kValueError,
-             absl::StrCat("byte value ", DescribeValue(v), " not in 0..255"));
-    return false;
-  }
-  StoreSharedByte(&obj.AsRef()->bytes()[i], static_cast<uint8_t>(v.AsInt()));
-  return true;
-}
-
-[[gnu::noinline, gnu::cold]] void RaiseStackOverflow(VMThread* t, bool frames) {
-  if (frames) {
-    t->Raise(ErrorKind::kStackOverflow,
-             absl::StrCat("more than ", t->vm->options().stack_depth, " calls deep"));
-  } else {
-    t->Raise(ErrorKind::kStackOverflow,
-             absl::StrCat("the value stack is full (", t->stack_slots(), " slots)"));
-  }
-}
-
-[[gnu::noinline, gnu::cold]] void RaiseHeapExhausted(VMThread* t, size_t size) {
-  t->Raise(ErrorKind::kHeapExhausted, absl::StrCat("cannot allocate ", size, " bytes"));
-}
-
 [[gnu::noinline, gnu::cold, noreturn]] void BadOpcode(const uint8_t* pc) {
   std::fprintf(stderr, "minivm: fatal: invalid opcode %d\n", *pc);
   std::abort();
 }
 
-// Pushes a frame for `fn` whose arguments are the top `fn->arity` slots
-// below `sp`. Returns false (nothing changed) on overflow.
-inline bool EnterFrame(VMThread* t, Frame* f, const Function* fn, Value* sp) {
-  Value* base = sp - fn->arity;
-  if (ABSL_PREDICT_FALSE(f >= t->frames_end)) return false;
-  if (ABSL_PREDICT_FALSE(base + fn->num_locals + fn->max_stack + kStackSlack > t->stack_end)) {
-    return false;
+// Counts a call or back-edge of `fn`, which has no compiled code, and
+// reports it to the JIT once hot (see Function::hotness).
+inline void CountHot(JitHooks* jit, uint32_t threshold, const Function* fn) {
+  const uint32_t h = fn->hotness.load(std::memory_order_relaxed) + 1;
+  fn->hotness.store(h, std::memory_order_relaxed);
+  if (ABSL_PREDICT_FALSE(h >= threshold) &&
+      fn->jit_state.load(std::memory_order_relaxed) == JitState::kInterpreted) {
+    jit->OnHot(fn);
   }
-  for (Value* p = sp; p < base + fn->num_locals; ++p) *p = Value::Null();
-  f->fn = fn;
-  f->pc = fn->code.data();
-  f->base = base;
-  return true;
+}
+
+inline Outcome RunCompiled(VMThread* t, JitEntry code, Frame* frame, uint32_t entry) {
+  return static_cast<Outcome>(code(t, frame, entry));
 }
 
 }  // namespace
 
-Outcome Interpret(VMThread* t, const Function* entry_fn) {
+Outcome Interpret(VMThread* t, const Function* fn) {
+  Frame* frame = t->fp + 1;
+  if (!EnterFrame(t, frame, fn, t->sp)) {
+    RaiseStackOverflow(t, frame >= t->frames_end);
+    return Outcome::kError;
+  }
+  t->fp = frame;
+  if (JitEntry code = fn->jit_code.load(std::memory_order_acquire);
+      code != nullptr && !t->NativeStackLow()) {
+    const Outcome o = RunCompiled(t, code, frame, 0);
+    if (o == Outcome::kReturn) {
+      t->sp = frame->base + 1;
+      t->fp = frame - 1;
+    }
+    return o;
+  }
+  return InterpretFrame(t, frame);
+}
+
+Outcome InterpretFrame(VMThread* t, Frame* const entry) {
   VM* const vm = t->vm;
   Value* const globals = vm->globals();
   const Value* const strings = vm->string_constants();
   const Function* const* const functions = vm->functions();
   const Klass* const* const classes = vm->classes();
   gc::Mutator* const m = &t->mutator;
+  JitHooks* const jit = vm->jit();  // null: no tiering (--jit=off)
+  const uint32_t jit_threshold = vm->jit_threshold();
 
-  Frame* frame = t->fp + 1;
-  Frame* const entry = frame;
-  if (!EnterFrame(t, frame, entry_fn, t->sp)) {
-    RaiseStackOverflow(t, frame >= t->frames_end);
-    return Outcome::kError;
-  }
-  t->fp = frame;
+  Frame* frame = entry;
   Value* base = frame->base;
-  Value* sp = base + entry_fn->num_locals;
+  Value* sp = base + frame->fn->num_locals;
   const uint8_t* pc = frame->pc;
-  FieldCache* caches = entry_fn->field_caches.get();
+  FieldCache* caches = frame->fn->field_caches.get();
 
   // The compiler only emits valid opcodes; debug builds check.
   static const void* const kDispatch[kNumOpcodes] = {
@@ -481,6 +332,23 @@ op_LOOP:
     SYNC();
     vm->heap()->SafepointPoll(m);
   }
+  if (jit != nullptr) {
+    const Function* fn = frame->fn;
+    JitEntry code = fn->jit_code.load(std::memory_order_acquire);
+    if (code == nullptr) {
+      CountHot(jit, jit_threshold, fn);
+    } else if (!t->NativeStackLow()) {
+      // On-stack replacement: the compiled code continues this activation
+      // at the loop header, reading locals and operands from the frame's
+      // slots, and runs it to its end.
+      SYNC();
+      const Outcome o =
+          RunCompiled(t, code, frame, static_cast<uint32_t>(pc - fn->code.data()) + 1);
+      if (o != Outcome::kReturn) return o;
+      sp = base + 1;  // the result is in base[0], as RETURN leaves it
+      goto frame_returned;
+    }
+  }
   DISPATCH();
 
 op_CALL : {
@@ -494,6 +362,19 @@ op_CALL : {
     RaiseStackOverflow(t, next >= t->frames_end);
     return Outcome::kError;
   }
+  if (jit != nullptr) {
+    JitEntry code = callee->jit_code.load(std::memory_order_acquire);
+    if (code == nullptr) {
+      CountHot(jit, jit_threshold, callee);
+    } else if (!t->NativeStackLow()) {
+      t->fp = next;
+      const Outcome o = RunCompiled(t, code, next, 0);
+      if (o != Outcome::kReturn) return o;
+      t->fp = frame;
+      sp = next->base + 1;
+      NEXT(CALL);
+    }
+  }
   frame = next;
   t->fp = frame;
   base = frame->base;
@@ -506,6 +387,9 @@ op_RETURN : {
   const Value result = sp[-1];
   sp = base;
   *sp++ = result;
+}
+frame_returned:  // sp == frame->base + 1, the result below it
+{
   if (ABSL_PREDICT_FALSE(frame == entry)) {
     t->sp = sp;
     t->fp = frame - 1;

@@ -18,7 +18,13 @@ enum class Outcome {
 // replaced by the result. On kError and kExit the caller reads the trace, if
 // it wants one, and then restores t->fp and t->sp to what they were.
 // The calling OS thread must be the one `t` is attached for.
+// Runs compiled code instead when fn has some (vm/jit/).
 Outcome Interpret(VMThread* t, const Function* fn);
+
+// Runs the frame `frame` == t->fp, already pushed (EnterFrame) and at its
+// first instruction, until it returns; then as Interpret. Compiled code calls
+// this for a callee that has no compiled code.
+Outcome InterpretFrame(VMThread* t, Frame* frame);
 
 }  // namespace minivm
 

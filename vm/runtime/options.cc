@@ -104,13 +104,26 @@ absl::StatusOr<Options> ParseOptions(int argc, const char* const* argv) {
     } else if (ValueOf(arg, "--jit", &v)) {
       if (v == "off") {
         o.jit = JitMode::kOff;
-      } else if (v == "auto" || v == "eager") {
-        return absl::UnimplementedError(
-            absl::StrCat("--jit=", v, ": the JIT tier is not built yet"));
+      } else if (v == "auto") {
+        o.jit = JitMode::kAuto;
+      } else if (v == "eager") {
+        o.jit = JitMode::kEager;
       } else {
         return absl::InvalidArgumentError(
             absl::StrCat("invalid value '", v, "' for --jit (expected off, auto or eager)"));
       }
+    } else if (ValueOf(arg, "--jit-threshold", &v)) {
+      absl::StatusOr<uint64_t> n = ParseCount("--jit-threshold", v, 1, uint64_t{1} << 30);
+      if (!n.ok()) return n.status();
+      o.jit_threshold = static_cast<uint32_t>(*n);
+    } else if (arg == "--verbose:jit") {
+      o.verbose_jit = true;
+    } else if (arg == "--print-jit") {
+      o.print_jit = true;
+    } else if (ValueOf(arg, "--print-jit", &v)) {
+      if (v.empty()) return absl::InvalidArgumentError("--print-jit=: expected a function name");
+      o.print_jit = true;
+      o.print_jit_only = std::string(v);
     } else if (absl::StartsWith(arg, "-agentpath:") || absl::StartsWith(arg, "-agentlib:")) {
       o.agents.emplace_back(arg);
     } else if (ValueOf(arg, "--heap-profile", &v)) {
@@ -159,7 +172,11 @@ Options come before the program; everything after it is the program's.
   --verify-heap              check the whole heap before and after every collection
   --gc-stress=<n>            collect at every n-th allocation slow path (testing)
   --disassemble              print the program's bytecode instead of running it
-  --jit=off|auto|eager       the JIT tier (only off until the JIT lands)
+  --jit=off|auto|eager       the JIT tier: interpreter only; compile hot functions
+                             in the background (default); compile all before running
+  --jit-threshold=<n>        calls + loop iterations before --jit=auto compiles (default 1000)
+  --verbose:jit              one line per compiled (or failed) function on stderr
+  --print-jit[=<function>]   print the LLVM IR of each compiled function on stderr
   -agentpath:<path>[=<opts>] load an agent library
   -agentlib:<name>[=<opts>]  load lib<name>.so from the VM's agent folder
   --help                     this text

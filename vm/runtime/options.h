@@ -26,7 +26,11 @@ struct Options {
   bool verify_heap = false;
   uint64_t gc_stress = 0;
   bool disassemble = false;
-  JitMode jit = JitMode::kOff;
+  JitMode jit = JitMode::kAuto;
+  uint32_t jit_threshold = 1000;  // --jit-threshold (vm/jit/jit.h)
+  bool verbose_jit = false;       // --verbose:jit
+  bool print_jit = false;         // --print-jit[=NAME]
+  std::string print_jit_only;     // NAME, or empty for every function
   size_t tlab_bytes = 0;          // --tlab-size: fixed TLAB size; 0 = adaptive
   // -agentpath:/-agentlib: options exactly as written, in command-line order;
   // parsed and loaded by the agent API (agent_api/agent_loader.h).

@@ -1,5 +1,6 @@
 #include "vm/runtime/thread.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include <cstdio>
@@ -23,7 +24,34 @@ void* ReserveOrDie(size_t bytes, const char* what) {
   return p;
 }
 
+// Native stack kept free below the limit: room for the interpreter, a
+// built-in, the runtime's slow paths (a collection, an agent callback with
+// its stack walk) after the last compiled frame. Sanitizer builds use far
+// bigger frames.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr size_t kNativeStackReserve = size_t{4} << 20;
+#else
+constexpr size_t kNativeStackReserve = size_t{512} << 10;
+#endif
+
 }  // namespace
+
+void VMThread::SetNativeStackLimit() {
+  pthread_attr_t attr;
+  void* low = nullptr;
+  size_t size = 0;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    pthread_attr_getstack(&attr, &low, &size);
+    pthread_attr_destroy(&attr);
+  }
+  const auto bottom = reinterpret_cast<uintptr_t>(low);
+  if (low == nullptr || size <= 2 * kNativeStackReserve) {
+    // Unknown or tiny stack: never enter compiled code from this thread.
+    native_stack_limit = UINTPTR_MAX;
+    return;
+  }
+  native_stack_limit = bottom + kNativeStackReserve;
+}
 
 VMThread::VMThread(VM* vm_in, int index_in, std::string name_in, size_t stack_depth, Rng rng_in)
     : vm(vm_in), index(index_in), name(std::move(name_in)), rng(rng_in) {

@@ -131,6 +131,19 @@ struct VMThread {
   // The value stack's slot capacity.
   size_t stack_slots() const { return static_cast<size_t>(stack_end - stack_begin); }
 
+  // Compiled code calls compiled code natively (vm/jit/), so deep recursion
+  // could overflow the OS thread's stack. Below this native stack address
+  // neither tier enters compiled code: calls run in the interpreter, which
+  // never recurses natively. 0 until SetNativeStackLimit, which the OS
+  // thread running this VMThread calls before running any code.
+  uintptr_t native_stack_limit = 0;
+  void SetNativeStackLimit();
+  // True when the calling OS thread (this VMThread's) is deep enough that it
+  // must not enter compiled code.
+  bool NativeStackLow() const {
+    return reinterpret_cast<uintptr_t>(__builtin_frame_address(0)) < native_stack_limit;
+  }
+
   // Bytes of the two mappings (kept public: every member shares one access
   // level so that the class stays standard-layout and offsetof is defined).
   size_t stack_bytes = 0;

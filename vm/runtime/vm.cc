@@ -45,6 +45,8 @@ absl::StatusOr<std::unique_ptr<VM>> VM::Create(std::unique_ptr<Program> program,
 }
 
 VM::~VM() {
+  // The background compiler reads Functions; stop it before anything goes.
+  if (jit_ != nullptr) jit_->StopCompiling();
   std::vector<std::thread*> running;
   {
     std::lock_guard<std::mutex> lock(threads_mu_);
@@ -53,6 +55,8 @@ VM::~VM() {
     }
   }
   for (std::thread* th : running) th->join();
+  // No thread runs compiled code any more.
+  jit_.reset();
   std::lock_guard<std::mutex> lock(threads_mu_);
   threads_.clear();
 }
@@ -84,6 +88,7 @@ Outcome VM::RunFunction(VMThread* t, const Function* fn, gc::Value* result) {
 
 int VM::Run() {
   VMThread* t = main_thread_;
+  t->SetNativeStackLimit();
   heap_->AttachMutator(&t->mutator);
   int code = 0;
   gc::Value ignored;
@@ -281,6 +286,7 @@ bool VM::Spawn(VMThread* t, const Function* fn, gc::Value* args, int argc, gc::V
 
 void VM::ThreadMain(VMThread* t) {
   t->mutator.thread_index = static_cast<uint64_t>(t->index);
+  t->SetNativeStackLimit();
   heap_->AttachMutator(&t->mutator);
   {
     // Attached and running: no collection can happen until this thread

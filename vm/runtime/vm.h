@@ -35,6 +35,7 @@
 #include "gc/vm_interface.h"
 #include "vm/bytecode/program.h"
 #include "vm/runtime/interpreter.h"
+#include "vm/runtime/jit_hooks.h"
 #include "vm/runtime/thread.h"
 #include "vm/runtime/tool_hooks.h"
 
@@ -100,6 +101,17 @@ class VM final : public gc::VmInterface {
   // The tool interface (agents), or null. Set before Run.
   void SetToolHooks(ToolHooks* hooks) { hooks_ = hooks; }
 
+  // The JIT tier, or none (--jit=off). Installed before Run; the VM owns it
+  // and destroys it only after every thread that could run compiled code has
+  // finished. `threshold`: the hotness (calls + loop back-edges) at which the
+  // interpreter reports a Function to jit->OnHot.
+  void InstallJit(std::unique_ptr<JitHooks> jit, uint32_t threshold) {
+    jit_ = std::move(jit);
+    jit_threshold_ = threshold;
+  }
+  JitHooks* jit() const { return jit_.get(); }
+  uint32_t jit_threshold() const { return jit_threshold_; }
+
   // For the agent API, which must never trust a handle: the thread whose
   // address is `handle` (null if none; *alive = not finished), the live
   // threads, and the class (program or built-in) at `klass`, or null.
@@ -127,6 +139,8 @@ class VM final : public gc::VmInterface {
 
   ToolHooks* hooks_ = nullptr;
   std::atomic<bool> died_{false};
+  std::unique_ptr<JitHooks> jit_;
+  uint32_t jit_threshold_ = 0;
 
   std::unique_ptr<Program> program_;
   VmOptions options_;

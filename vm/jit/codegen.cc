@@ -1,0 +1,1051 @@
+// Bytecode to LLVM IR.
+//
+// Design:
+//  1. Same frames as the interpreter. A compiled function runs on the Frame
+//     and the VM-managed value-stack slots its caller pushed, exactly as the
+//     interpreter would (vm/runtime/thread.h). Stack traces, GetStackTrace
+//     and GetLineNumber therefore read the same Frame records in both tiers,
+//     and on-stack replacement needs no state conversion: the interpreter
+//     stops at a loop header and the compiled code reloads the slots.
+//  2. Slots in registers between calls. Each local and operand slot is an
+//     LLVM alloca, promoted to SSA values by mem2reg/SROA. The value stack
+//     in memory is the slots' home only at a "GC point": any call into the
+//     runtime that may allocate, collect, stop at a safepoint, run an agent
+//     callback, walk the stack or raise. Before one, the compiled code
+//     stores (spills) every slot below the instruction's stack depth to the
+//     value stack and sets t->sp and frame->pc; after it, it reloads every
+//     slot. The collector therefore finds every reference precisely in
+//     [stack_begin, sp) and updates it in place, and no compiled code holds a
+//     stale pointer across a moving collection: nothing lives across a GC
+//     point except in those slots (constants such as Klass pointers are not
+//     heap objects). No stack maps, no statepoints.
+//     Rejected: LLVM's gc.statepoint/stack maps (a relocation pass and a
+//     stack-map parser for a tier whose values already have a home);
+//     keeping the slots in memory all the time (stores on every push).
+//  3. Stack depth is static per instruction (the front end guarantees it and
+//     Analyze() re-checks it), so operand slot k is always alloca
+//     num_locals + k; a spill at depth d writes exactly num_locals + d slots.
+//  4. Allocation: NEW inlines the TLAB fast path — load top, add the
+//     constant size, compare with current_end, store top, store the class
+//     pointer (the TLAB is zero-filled, so gc_word and the fields are
+//     already zero and null). The slow path is a call to the runtime's
+//     (minivm_jit_new -> gc::AllocateSlowPath), the same one the interpreter
+//     uses; sampling lives entirely there, by lowering current_end. Nothing
+//     in the generated code depends on whether sampling is on.
+//  5. The write barrier is inline: a relaxed byte store into the card table
+//     at (holder >> kCardShift), when the stored value is a reference. NEW's
+//     initialising stores skip it on the fast path (a TLAB object is young,
+//     and young objects' cards are never scanned) but not on the slow path
+//     (the object may be old).
+//  6. Memory model as the interpreter's (vm/runtime/shared_slots.h):
+//     acquire loads and release stores for globals, fields and elements.
+//  7. Safepoint polls at function entry and at every loop back-edge: an
+//     acquire load of the poll word and a cold call.
+//  8. Calls: the caller pushes the callee's Frame inline (the checks of
+//     EnterFrame), then calls the callee's compiled code through
+//     Function::jit_code (a direct call for self-recursion), or the
+//     interpreter when there is none or the native stack is low. The result
+//     comes back in the callee's base slot (memory), like every value that
+//     crosses a call.
+//  9. Errors: the runtime raises on the thread; compiled code returns
+//     kError up the native chain with the frames untouched, so the trace is
+//     the interpreter's.
+#include "vm/jit/codegen.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <type_traits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gc/heap.h"
+#include "llvm/IR/BasicBlock.h"
+#include "llvm/IR/Constants.h"
+#include "llvm/IR/Function.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/Intrinsics.h"
+#include "llvm/IR/MDBuilder.h"
+#include "vm/bytecode/builtins.h"
+#include "vm/bytecode/opcodes.h"
+#include "vm/runtime/builtin_classes.h"
+#include "vm/runtime/interpreter.h"
+#include "vm/runtime/thread.h"
+
+namespace minivm::jit {
+namespace {
+
+using llvm::BasicBlock;
+using llvm::IRBuilder;
+using LValue = llvm::Value;
+
+constexpr int kUnknownDepth = -1;
+
+// Offsets compiled code uses, in one place.
+constexpr uint64_t kTlabTop = offsetof(gc::Tlab, top);
+constexpr uint64_t kTlabCurrentEnd = offsetof(gc::Tlab, current_end);
+constexpr uint64_t kPoll = offsetof(gc::Mutator, poll);
+constexpr uint64_t kCardTable = offsetof(gc::Mutator, card_table_biased);
+constexpr uint64_t kThreadSp = offsetof(VMThread, sp);
+constexpr uint64_t kThreadFp = offsetof(VMThread, fp);
+constexpr uint64_t kThreadStackEnd = offsetof(VMThread, stack_end);
+constexpr uint64_t kThreadFramesEnd = offsetof(VMThread, frames_end);
+constexpr uint64_t kThreadNativeLimit = offsetof(VMThread, native_stack_limit);
+constexpr uint64_t kFrameFn = offsetof(Frame, fn);
+constexpr uint64_t kFramePc = offsetof(Frame, pc);
+constexpr uint64_t kFrameBase = offsetof(Frame, base);
+static_assert(offsetof(VMThread, mutator) == 0);
+static_assert(std::is_standard_layout_v<Frame>);
+
+// Number of values an instruction pops (its stack effect is pushes - pops).
+int Pops(Opcode op, const uint8_t* pc) {
+  switch (op) {
+    case Opcode::POP:
+    case Opcode::STORE_LOCAL:
+    case Opcode::STORE_GLOBAL:
+    case Opcode::GET_FIELD:
+    case Opcode::NEG:
+    case Opcode::NOT:
+    case Opcode::JUMP_IF_FALSE:
+    case Opcode::RETURN:
+      return 1;
+    case Opcode::SET_FIELD:
+    case Opcode::GET_INDEX:
+    case Opcode::ADD:
+    case Opcode::SUB:
+    case Opcode::MUL:
+    case Opcode::DIV:
+    case Opcode::MOD:
+    case Opcode::EQ:
+    case Opcode::NE:
+    case Opcode::LT:
+    case Opcode::LE:
+    case Opcode::GT:
+    case Opcode::GE:
+      return 2;
+    case Opcode::SET_INDEX:
+      return 3;
+    case Opcode::CALL:
+    case Opcode::NEW:
+    case Opcode::SPAWN:
+      return pc[5];
+    case Opcode::CALL_BUILTIN:
+      return pc[2];
+    default:
+      return 0;
+  }
+}
+
+class FunctionCompiler {
+ public:
+  FunctionCompiler(const VM& vm, const Function& fn, llvm::Module* module)
+      : vm_(vm),
+        program_(vm.program()),
+        fn_(fn),
+        code_(fn.code.data()),
+        module_(module),
+        ctx_(module->getContext()),
+        b_(ctx_),
+        i8_(b_.getInt8Ty()),
+        i32_(b_.getInt32Ty()),
+        i64_(b_.getInt64Ty()),
+        ptr_(b_.getPtrTy()) {}
+
+  absl::Status Emit(const std::string& symbol);
+
+ private:
+  // --- analysis ------------------------------------------------------------
+  absl::Status Analyze();
+  absl::Status CheckOperands(uint32_t off, Opcode op, const uint8_t* pc) const;
+  Opcode OpAt(uint32_t off) const { return static_cast<Opcode>(code_[off]); }
+  uint32_t LenAt(uint32_t off) const { return GetOpcodeInfo(OpAt(off)).length; }
+  uint32_t JumpTarget(uint32_t off) const {
+    return static_cast<uint32_t>(static_cast<int64_t>(off) + LenAt(off) + ReadI32(code_ + off + 1));
+  }
+
+  // --- IR helpers ----------------------------------------------------------
+  void DeclareRuntime();
+  BasicBlock* NewBlock(const char* name) { return BasicBlock::Create(ctx_, name, llvm_fn_); }
+  LValue* Const64(uint64_t v) { return b_.getInt64(v); }
+  LValue* ConstPtr(const void* p) {
+    return llvm::ConstantExpr::getIntToPtr(b_.getInt64(reinterpret_cast<uint64_t>(p)), ptr_);
+  }
+  LValue* ByteOffset(LValue* p, uint64_t off) {
+    return off == 0 ? p : b_.CreateConstInBoundsGEP1_64(i8_, p, off);
+  }
+  LValue* LoadField(LValue* p, uint64_t off, llvm::Type* ty, llvm::MDNode* tbaa);
+  void StoreField(LValue* v, LValue* p, uint64_t off, llvm::MDNode* tbaa);
+  LValue* LoadAcquire(LValue* p);
+  void StoreRelease(LValue* v, LValue* p);
+
+  // Slots: the allocas (registers after mem2reg) and their homes in memory.
+  LValue* Get(int slot) { return b_.CreateLoad(i64_, slots_[slot]); }
+  void Put(int slot, LValue* v) { b_.CreateStore(v, slots_[slot]); }
+  LValue* Operand(int depth, int k) { return Get(fn_.num_locals + depth + k); }
+  void SetOperand(int depth, int k, LValue* v) { Put(fn_.num_locals + depth + k, v); }
+  LValue* HomeAddr(int slot) { return b_.CreateConstInBoundsGEP1_64(i64_, base_, slot); }
+  // Writes slots [0, n) home, t->sp = base + n, frame->pc = code + off.
+  void Spill(int n, uint32_t off);
+  // Reads slots [0, n) back from home.
+  void Reload(int n);
+  void SetPc(uint32_t off);
+
+  // Value tests on the tagged bits.
+  LValue* IsInt(LValue* v) { return b_.CreateTrunc(v, b_.getInt1Ty()); }
+  LValue* BothInt(LValue* a, LValue* c) { return IsInt(b_.CreateAnd(a, c)); }
+  LValue* IsRef(LValue* v) {
+    return b_.CreateAnd(b_.CreateICmpNE(v, Const64(0)), b_.CreateNot(IsInt(v)));
+  }
+  LValue* IsTruthy(LValue* v) { return b_.CreateICmpUGT(v, Const64(1)); }
+  LValue* TagBool(LValue* c) { return b_.CreateSelect(c, Const64(3), Const64(1)); }
+  LValue* Untag(LValue* v) { return b_.CreateAShr(v, 1); }
+  LValue* Tag(LValue* i) { return b_.CreateOr(b_.CreateShl(i, 1), Const64(1)); }
+  LValue* AsPtr(LValue* v) { return b_.CreateIntToPtr(v, ptr_); }
+
+  void CondBrUnlikely(LValue* cond, BasicBlock* unlikely, BasicBlock* likely) {
+    b_.CreateCondBr(cond, unlikely, likely, unlikely_weights_);
+  }
+  // if (status != 0) return status;
+  void ReturnIfNonZero(LValue* status);
+  // Raising path: return kError.
+  void ReturnError() { b_.CreateRet(b_.getInt32(static_cast<int>(Outcome::kError))); }
+
+  void EmitPoll(int n, uint32_t pc_off, bool spill);
+  void EmitCardMark(LValue* holder, LValue* stored, LValue* extra_condition);
+
+  // --- instructions ----------------------------------------------------------
+  void EmitInstruction(uint32_t off, int depth);
+  void EmitIntBinary(Opcode op, uint32_t off, int depth);
+  void EmitDivMod(Opcode op, uint32_t off, int depth);
+  void EmitEquality(Opcode op, int depth);
+  void EmitField(uint32_t off, int depth, bool write);
+  void EmitIndex(uint32_t off, int depth, bool write);
+  void EmitNew(uint32_t off, int depth);
+  void EmitCall(uint32_t off, int depth);
+  void EmitRuntimeCall(uint32_t off, int depth, bool builtin);
+  // Calls a runtime function that writes operands[0] (at depth - pops) and
+  // returns nonzero on success; on zero returns kError.
+  void EmitSlowOperandCall(llvm::FunctionCallee callee, uint32_t off, int depth, int pops,
+                           std::vector<LValue*> leading_args);
+
+  const VM& vm_;
+  const Program& program_;
+  const Function& fn_;
+  const uint8_t* code_;
+  llvm::Module* module_;
+  llvm::LLVMContext& ctx_;
+  IRBuilder<> b_;
+  llvm::Type* i8_;
+  llvm::Type* i32_;
+  llvm::Type* i64_;
+  llvm::PointerType* ptr_;
+
+  // Analysis results, indexed by bytecode offset.
+  std::vector<int> depth_;          // stack depth before the instruction; -1 unreachable
+  std::vector<bool> is_start_;      // an instruction starts here
+  std::vector<bool> is_leader_;     // starts a basic block
+  std::vector<uint32_t> loop_headers_;  // LOOP targets: the OSR entries
+
+  llvm::Function* llvm_fn_ = nullptr;
+  LValue* thread_ = nullptr;
+  LValue* frame_ = nullptr;
+  LValue* base_ = nullptr;
+  LValue* cards_ = nullptr;
+  std::vector<llvm::AllocaInst*> slots_;
+  std::vector<BasicBlock*> blocks_;  // by offset, for leaders
+  llvm::MDNode* unlikely_weights_ = nullptr;
+  llvm::MDNode* tbaa_stack_ = nullptr;   // value-stack slots
+  llvm::MDNode* tbaa_thread_ = nullptr;  // VMThread/Mutator/TLAB words
+  llvm::MDNode* tbaa_frame_ = nullptr;   // Frame records
+  llvm::MDNode* tbaa_object_ = nullptr;  // object headers and initialising stores
+
+  llvm::FunctionCallee rt_poll_, rt_new_, rt_binary_, rt_equal_, rt_neg_, rt_field_, rt_get_index_,
+      rt_set_index_, rt_builtin_, rt_spawn_, rt_call_interp_, rt_overflow_;
+  llvm::Function* frameaddress_ = nullptr;
+};
+
+absl::Status FunctionCompiler::CheckOperands(uint32_t off, Opcode op, const uint8_t* pc) const {
+  auto bad = [&](const char* what) {
+    return absl::InvalidArgumentError(absl::StrCat("offset ", off, ": ", what));
+  };
+  switch (op) {
+    case Opcode::PUSH_STRING:
+      if (ReadU32(pc + 1) >= program_.string_constants.size()) return bad("bad string constant");
+      break;
+    case Opcode::LOAD_LOCAL:
+    case Opcode::STORE_LOCAL:
+      if (ReadU16(pc + 1) >= fn_.num_locals) return bad("bad local");
+      break;
+    case Opcode::LOAD_GLOBAL:
+    case Opcode::STORE_GLOBAL:
+      if (ReadU32(pc + 1) >= program_.global_names.size()) return bad("bad global");
+      break;
+    case Opcode::GET_FIELD:
+    case Opcode::SET_FIELD:
+      if (ReadU32(pc + 5) >= fn_.num_field_caches) return bad("bad field cache");
+      break;
+    case Opcode::CALL:
+    case Opcode::SPAWN:
+      if (ReadU32(pc + 1) >= program_.functions.size() ||
+          program_.functions[ReadU32(pc + 1)]->arity != pc[5]) {
+        return bad("bad callee or argument count");
+      }
+      break;
+    case Opcode::NEW:
+      if (ReadU32(pc + 1) >= program_.classes.size() ||
+          pc[5] > program_.classes[ReadU32(pc + 1)]->field_count) {
+        return bad("bad class or argument count");
+      }
+      break;
+    case Opcode::CALL_BUILTIN:
+      if (pc[1] >= sizeof(kBuiltinInfos) / sizeof(kBuiltinInfos[0])) return bad("bad built-in");
+      break;
+    default:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FunctionCompiler::Analyze() {
+  const size_t size = fn_.code.size();
+  if (size == 0) return absl::InvalidArgumentError("empty function");
+  is_start_.assign(size, false);
+  is_leader_.assign(size, false);
+  depth_.assign(size, kUnknownDepth);
+  for (uint32_t off = 0; off < size;) {
+    if (code_[off] >= kNumOpcodes) return absl::InvalidArgumentError("invalid opcode");
+    const uint32_t len = LenAt(off);
+    if (off + len > size) return absl::InvalidArgumentError("truncated instruction");
+    is_start_[off] = true;
+    off += len;
+  }
+  // Forward dataflow of the stack depth from offset 0.
+  std::vector<uint32_t> work = {0};
+  depth_[0] = 0;
+  is_leader_[0] = true;
+  auto flow = [&](uint32_t to, int depth) -> absl::Status {
+    if (to >= size || !is_start_[to]) {
+      return absl::InvalidArgumentError(absl::StrCat("bad jump target ", to));
+    }
+    if (depth_[to] == kUnknownDepth) {
+      depth_[to] = depth;
+      work.push_back(to);
+    } else if (depth_[to] != depth) {
+      return absl::InvalidArgumentError(absl::StrCat("inconsistent stack depth at ", to));
+    }
+    return absl::OkStatus();
+  };
+  while (!work.empty()) {
+    const uint32_t off = work.back();
+    work.pop_back();
+    const uint8_t* pc = code_ + off;
+    const Opcode op = OpAt(off);
+    if (absl::Status s = CheckOperands(off, op, pc); !s.ok()) return s;
+    const int depth = depth_[off];
+    const int after = depth + StackEffect(pc);
+    if (depth < Pops(op, pc) || after < 0 || after > fn_.max_stack) {
+      return absl::InvalidArgumentError(absl::StrCat("stack depth out of range at ", off));
+    }
+    const uint32_t next = off + LenAt(off);
+    switch (op) {
+      case Opcode::RETURN:
+        break;
+      case Opcode::JUMP:
+      case Opcode::LOOP: {
+        const uint32_t target = JumpTarget(off);
+        if (absl::Status s = flow(target, after); !s.ok()) return s;
+        is_leader_[target] = true;
+        if (op == Opcode::LOOP) loop_headers_.push_back(target);
+        break;
+      }
+      case Opcode::JUMP_IF_FALSE: {
+        const uint32_t target = JumpTarget(off);
+        if (absl::Status s = flow(target, after); !s.ok()) return s;
+        if (absl::Status s = flow(next, after); !s.ok()) return s;
+        is_leader_[target] = true;
+        is_leader_[next] = true;
+        break;
+      }
+      default:
+        if (absl::Status s = flow(next, after); !s.ok()) return s;
+        break;
+    }
+  }
+  std::sort(loop_headers_.begin(), loop_headers_.end());
+  loop_headers_.erase(std::unique(loop_headers_.begin(), loop_headers_.end()),
+                      loop_headers_.end());
+  return absl::OkStatus();
+}
+
+void FunctionCompiler::DeclareRuntime() {
+  llvm::Type* void_ = b_.getVoidTy();
+  auto declare = [&](const char* name, llvm::Type* ret, std::vector<llvm::Type*> params) {
+    llvm::FunctionCallee c =
+        module_->getOrInsertFunction(name, llvm::FunctionType::get(ret, params, false));
+    if (auto* f = llvm::dyn_cast<llvm::Function>(c.getCallee())) {
+      f->addFnAttr(llvm::Attribute::NoUnwind);
+    }
+    return c;
+  };
+  rt_poll_ = declare("minivm_jit_poll", void_, {ptr_});
+  rt_new_ = declare("minivm_jit_new", ptr_, {ptr_, ptr_, i64_});
+  rt_binary_ = declare("minivm_jit_binary", i32_, {ptr_, i32_, ptr_});
+  rt_equal_ = declare("minivm_jit_equal", i32_, {i64_, i64_});
+  rt_neg_ = declare("minivm_jit_neg_type", void_, {ptr_, i64_});
+  rt_field_ = declare("minivm_jit_field_slot", i64_, {ptr_, i64_, i32_, ptr_, i32_});
+  rt_get_index_ = declare("minivm_jit_get_index", i32_, {ptr_, ptr_});
+  rt_set_index_ = declare("minivm_jit_set_index", i32_, {ptr_, ptr_});
+  rt_builtin_ = declare("minivm_jit_builtin", i32_, {ptr_, i32_, ptr_, i32_});
+  rt_spawn_ = declare("minivm_jit_spawn", i32_, {ptr_, ptr_, ptr_, i32_});
+  rt_call_interp_ = declare("minivm_jit_call_interpreted", i32_, {ptr_, ptr_});
+  rt_overflow_ = declare("minivm_jit_stack_overflow", void_, {ptr_, i32_});
+  // Equality of Strings is pure: it neither writes memory the caller can
+  // see nor reaches a safepoint.
+  if (auto* f = llvm::dyn_cast<llvm::Function>(rt_equal_.getCallee())) {
+    f->setOnlyReadsMemory();
+    f->setWillReturn();
+  }
+  frameaddress_ = llvm::Intrinsic::getDeclaration(module_, llvm::Intrinsic::frameaddress, {ptr_});
+}
+
+LValue* FunctionCompiler::LoadField(LValue* p, uint64_t off, llvm::Type* ty, llvm::MDNode* tbaa) {
+  llvm::LoadInst* load = b_.CreateAlignedLoad(ty, ByteOffset(p, off), llvm::Align(8));
+  if (tbaa != nullptr) load->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa);
+  return load;
+}
+
+void FunctionCompiler::StoreField(LValue* v, LValue* p, uint64_t off, llvm::MDNode* tbaa) {
+  llvm::StoreInst* store = b_.CreateAlignedStore(v, ByteOffset(p, off), llvm::Align(8));
+  if (tbaa != nullptr) store->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa);
+}
+
+LValue* FunctionCompiler::LoadAcquire(LValue* p) {
+  llvm::LoadInst* load = b_.CreateAlignedLoad(i64_, p, llvm::Align(8));
+  load->setAtomic(llvm::AtomicOrdering::Acquire);
+  return load;
+}
+
+void FunctionCompiler::StoreRelease(LValue* v, LValue* p) {
+  llvm::StoreInst* store = b_.CreateAlignedStore(v, p, llvm::Align(8));
+  store->setAtomic(llvm::AtomicOrdering::Release);
+}
+
+void FunctionCompiler::SetPc(uint32_t off) { StoreField(ConstPtr(code_ + off), frame_, kFramePc, tbaa_frame_); }
+
+void FunctionCompiler::Spill(int n, uint32_t off) {
+  for (int i = 0; i < n; ++i) {
+    llvm::StoreInst* s = b_.CreateAlignedStore(Get(i), HomeAddr(i), llvm::Align(8));
+    s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
+  }
+  StoreField(HomeAddr(n), thread_, kThreadSp, tbaa_thread_);
+  SetPc(off);
+}
+
+void FunctionCompiler::Reload(int n) {
+  for (int i = 0; i < n; ++i) {
+    llvm::LoadInst* l = b_.CreateAlignedLoad(i64_, HomeAddr(i), llvm::Align(8));
+    l->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
+    Put(i, l);
+  }
+}
+
+void FunctionCompiler::ReturnIfNonZero(LValue* status) {
+  BasicBlock* fail = NewBlock("propagate");
+  BasicBlock* ok = NewBlock("ok");
+  CondBrUnlikely(b_.CreateICmpNE(status, b_.getInt32(0)), fail, ok);
+  b_.SetInsertPoint(fail);
+  b_.CreateRet(status);
+  b_.SetInsertPoint(ok);
+}
+
+void FunctionCompiler::EmitPoll(int n, uint32_t pc_off, bool spill) {
+  llvm::LoadInst* word = b_.CreateAlignedLoad(i32_, ByteOffset(thread_, kPoll), llvm::Align(4));
+  word->setAtomic(llvm::AtomicOrdering::Acquire);
+  BasicBlock* slow = NewBlock("poll");
+  BasicBlock* cont = NewBlock("polled");
+  CondBrUnlikely(b_.CreateICmpNE(word, b_.getInt32(0)), slow, cont);
+  b_.SetInsertPoint(slow);
+  if (spill) {
+    Spill(n, pc_off);
+  } else {
+    StoreField(HomeAddr(n), thread_, kThreadSp, tbaa_thread_);
+    SetPc(pc_off);
+  }
+  b_.CreateCall(rt_poll_, {thread_});
+  if (spill) Reload(n);
+  b_.CreateBr(cont);
+  b_.SetInsertPoint(cont);
+}
+
+void FunctionCompiler::EmitCardMark(LValue* holder, LValue* stored, LValue* extra_condition) {
+  LValue* cond = IsRef(stored);
+  if (extra_condition != nullptr) cond = b_.CreateAnd(cond, extra_condition);
+  BasicBlock* mark = NewBlock("card");
+  BasicBlock* cont = NewBlock("carded");
+  b_.CreateCondBr(cond, mark, cont);
+  b_.SetInsertPoint(mark);
+  LValue* card = b_.CreateInBoundsGEP(i8_, cards_, b_.CreateLShr(holder, gc::kCardShift));
+  llvm::StoreInst* s = b_.CreateAlignedStore(b_.getInt8(gc::kDirtyCard), card, llvm::Align(1));
+  s->setAtomic(llvm::AtomicOrdering::Monotonic);
+  b_.CreateBr(cont);
+  b_.SetInsertPoint(cont);
+}
+
+void FunctionCompiler::EmitSlowOperandCall(llvm::FunctionCallee callee, uint32_t off, int depth,
+                                           int pops, std::vector<LValue*> leading_args) {
+  const int n = fn_.num_locals + depth;
+  Spill(n, off);
+  leading_args.push_back(HomeAddr(n - pops));
+  LValue* ok = b_.CreateCall(callee, leading_args);
+  BasicBlock* fail = NewBlock("raised");
+  BasicBlock* cont = NewBlock("slow_done");
+  CondBrUnlikely(b_.CreateICmpEQ(ok, b_.getInt32(0)), fail, cont);
+  b_.SetInsertPoint(fail);
+  ReturnError();
+  b_.SetInsertPoint(cont);
+  Reload(n - pops + 1);
+}
+
+void FunctionCompiler::EmitIntBinary(Opcode op, uint32_t off, int depth) {
+  LValue* a = Operand(depth, -2);
+  LValue* c = Operand(depth, -1);
+  BasicBlock* fast = NewBlock("int");
+  BasicBlock* slow = NewBlock("binary_slow");
+  BasicBlock* done = NewBlock("binary_done");
+  CondBrUnlikely(b_.CreateNot(BothInt(a, c)), slow, fast);
+  b_.SetInsertPoint(fast);
+  LValue* r = nullptr;
+  switch (op) {
+    case Opcode::ADD:  // bits(a) + bits(b) - 1 wraps at 63 bits
+      r = b_.CreateSub(b_.CreateAdd(a, c), Const64(1));
+      break;
+    case Opcode::SUB:
+      r = b_.CreateAdd(b_.CreateSub(a, c), Const64(1));
+      break;
+    case Opcode::MUL:
+      r = Tag(b_.CreateMul(Untag(a), Untag(c)));
+      break;
+    case Opcode::LT:  // the tag bit does not change the order
+      r = TagBool(b_.CreateICmpSLT(a, c));
+      break;
+    case Opcode::LE:
+      r = TagBool(b_.CreateICmpSLE(a, c));
+      break;
+    case Opcode::GT:
+      r = TagBool(b_.CreateICmpSGT(a, c));
+      break;
+    default:
+      r = TagBool(b_.CreateICmpSGE(a, c));
+      break;
+  }
+  SetOperand(depth, -2, r);
+  b_.CreateBr(done);
+  b_.SetInsertPoint(slow);
+  EmitSlowOperandCall(rt_binary_, off, depth, 2, {thread_, b_.getInt32(static_cast<int>(op))});
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+}
+
+void FunctionCompiler::EmitDivMod(Opcode op, uint32_t off, int depth) {
+  LValue* a = Operand(depth, -2);
+  LValue* c = Operand(depth, -1);
+  BasicBlock* fast = NewBlock("int");
+  BasicBlock* slow = NewBlock("divmod_slow");
+  BasicBlock* done = NewBlock("divmod_done");
+  // Only positive divisors on the fast path, as in the interpreter: 0 is an
+  // error and -1 may overflow; the runtime handles both.
+  LValue* positive = b_.CreateICmpSGT(c, Const64(1));
+  CondBrUnlikely(b_.CreateNot(b_.CreateAnd(BothInt(a, c), positive)), slow, fast);
+  b_.SetInsertPoint(fast);
+  LValue* r = op == Opcode::DIV ? b_.CreateSDiv(Untag(a), Untag(c)) : b_.CreateSRem(Untag(a), Untag(c));
+  SetOperand(depth, -2, Tag(r));
+  b_.CreateBr(done);
+  b_.SetInsertPoint(slow);
+  EmitSlowOperandCall(rt_binary_, off, depth, 2, {thread_, b_.getInt32(static_cast<int>(op))});
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+}
+
+void FunctionCompiler::EmitEquality(Opcode op, int depth) {
+  LValue* a = Operand(depth, -2);
+  LValue* c = Operand(depth, -1);
+  BasicBlock* entry = b_.GetInsertBlock();
+  BasicBlock* refs = NewBlock("eq_refs");
+  BasicBlock* done = NewBlock("eq_done");
+  LValue* same = b_.CreateICmpEQ(a, c);
+  b_.CreateCondBr(b_.CreateAnd(b_.CreateNot(same), b_.CreateAnd(IsRef(a), IsRef(c))), refs, done);
+  b_.SetInsertPoint(refs);
+  LValue* strings_equal = b_.CreateICmpNE(b_.CreateCall(rt_equal_, {a, c}), b_.getInt32(0));
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+  llvm::PHINode* equal = b_.CreatePHI(b_.getInt1Ty(), 2);
+  equal->addIncoming(same, entry);
+  equal->addIncoming(strings_equal, refs);
+  SetOperand(depth, -2, TagBool(op == Opcode::EQ ? static_cast<LValue*>(equal) : b_.CreateNot(equal)));
+}
+
+void FunctionCompiler::EmitField(uint32_t off, int depth, bool write) {
+  const uint8_t* pc = code_ + off;
+  const uint32_t symbol = ReadU32(pc + 1);
+  FieldCache* cache = &fn_.field_caches[ReadU32(pc + 5)];
+  LValue* obj = Operand(depth, write ? -2 : -1);
+
+  BasicBlock* is_ref = NewBlock("field_ref");
+  BasicBlock* check_cache = NewBlock("field_cache");
+  BasicBlock* miss = NewBlock("field_miss");
+  BasicBlock* hit = NewBlock("field_hit");
+  BasicBlock* entry = b_.GetInsertBlock();
+  (void)entry;
+  CondBrUnlikely(b_.CreateNot(IsRef(obj)), miss, is_ref);
+
+  // The cache as it is now: a warm site gets its class and slot as
+  // constants, checked first; the shared cache word is the fallback.
+  b_.SetInsertPoint(is_ref);
+  LValue* klass = b_.CreatePtrToInt(LoadField(AsPtr(obj), 0, ptr_, tbaa_object_), i64_);
+  const uint64_t word = reinterpret_cast<const std::atomic<uint64_t>*>(cache)->load(
+      std::memory_order_relaxed);
+  static_assert(sizeof(FieldCache) == sizeof(std::atomic<uint64_t>));
+  llvm::PHINode* slot = nullptr;
+  BasicBlock* warm_hit = nullptr;
+  if (word != 0) {
+    warm_hit = NewBlock("field_warm");
+    b_.CreateCondBr(b_.CreateICmpEQ(klass, Const64(word >> 16)), warm_hit, check_cache);
+    b_.SetInsertPoint(warm_hit);
+    b_.CreateBr(hit);
+  } else {
+    b_.CreateBr(check_cache);
+  }
+  b_.SetInsertPoint(check_cache);
+  llvm::LoadInst* w = b_.CreateAlignedLoad(i64_, ConstPtr(cache), llvm::Align(8));
+  w->setAtomic(llvm::AtomicOrdering::Monotonic);
+  LValue* cached_slot = b_.CreateAnd(w, Const64(0xFFFF));
+  CondBrUnlikely(b_.CreateICmpNE(b_.CreateLShr(w, 16), klass), miss, hit);
+  BasicBlock* cache_block = b_.GetInsertBlock();
+
+  b_.SetInsertPoint(miss);
+  const int n = fn_.num_locals + depth;
+  Spill(n, off);
+  LValue* resolved = b_.CreateCall(
+      rt_field_, {thread_, obj, b_.getInt32(symbol), ConstPtr(cache), b_.getInt32(write ? 1 : 0)});
+  BasicBlock* fail = NewBlock("raised");
+  BasicBlock* resolved_block = NewBlock("field_resolved");
+  CondBrUnlikely(b_.CreateICmpSLT(resolved, Const64(0)), fail, resolved_block);
+  b_.SetInsertPoint(fail);
+  ReturnError();
+  // ResolveField never allocates or stops, so obj and every slot are still
+  // valid: no reload.
+  b_.SetInsertPoint(resolved_block);
+  b_.CreateBr(hit);
+
+  b_.SetInsertPoint(hit);
+  slot = b_.CreatePHI(i64_, 3);
+  if (warm_hit != nullptr) slot->addIncoming(Const64(word & 0xFFFF), warm_hit);
+  slot->addIncoming(cached_slot, cache_block);
+  slot->addIncoming(resolved, resolved_block);
+  LValue* addr = b_.CreateInBoundsGEP(
+      i8_, AsPtr(obj), b_.CreateAdd(b_.CreateShl(slot, 3), Const64(gc::kHeaderSize)));
+  if (write) {
+    LValue* v = Operand(depth, -1);
+    StoreRelease(v, addr);
+    EmitCardMark(obj, v, nullptr);
+  } else {
+    SetOperand(depth, -1, LoadAcquire(addr));
+  }
+}
+
+void FunctionCompiler::EmitIndex(uint32_t off, int depth, bool write) {
+  const int at = write ? -3 : -2;
+  LValue* obj = Operand(depth, at);
+  LValue* index = Operand(depth, at + 1);
+  BasicBlock* is_ref = NewBlock("index_ref");
+  BasicBlock* is_array = NewBlock("index_array");
+  BasicBlock* fast = NewBlock("index_fast");
+  BasicBlock* slow = NewBlock("index_slow");
+  BasicBlock* done = NewBlock("index_done");
+  CondBrUnlikely(b_.CreateNot(b_.CreateAnd(IsRef(obj), IsInt(index))), slow, is_ref);
+  b_.SetInsertPoint(is_ref);
+  LValue* klass = b_.CreatePtrToInt(LoadField(AsPtr(obj), 0, ptr_, tbaa_object_), i64_);
+  CondBrUnlikely(b_.CreateICmpNE(klass, Const64(reinterpret_cast<uint64_t>(ArrayKlass()))), slow,
+                 is_array);
+  b_.SetInsertPoint(is_array);
+  // The length word is immutable once the array is published.
+  LValue* length = LoadField(AsPtr(obj), gc::kHeaderSize, i64_, tbaa_object_);
+  LValue* i = Untag(index);
+  CondBrUnlikely(b_.CreateICmpUGE(i, length), slow, fast);
+  b_.SetInsertPoint(fast);
+  LValue* addr = b_.CreateInBoundsGEP(
+      i8_, AsPtr(obj), b_.CreateAdd(b_.CreateShl(i, 3), Const64(gc::kArrayHeaderSize)));
+  if (write) {
+    LValue* v = Operand(depth, -1);
+    StoreRelease(v, addr);
+    EmitCardMark(obj, v, nullptr);
+  } else {
+    SetOperand(depth, -2, LoadAcquire(addr));
+  }
+  b_.CreateBr(done);
+  b_.SetInsertPoint(slow);
+  if (write) {
+    // SetIndexSlow writes no result: reload the slots below the operands.
+    const int n = fn_.num_locals + depth;
+    Spill(n, off);
+    LValue* ok = b_.CreateCall(rt_set_index_, {thread_, HomeAddr(n - 3)});
+    BasicBlock* fail = NewBlock("raised");
+    BasicBlock* cont = NewBlock("slow_done");
+    CondBrUnlikely(b_.CreateICmpEQ(ok, b_.getInt32(0)), fail, cont);
+    b_.SetInsertPoint(fail);
+    ReturnError();
+    b_.SetInsertPoint(cont);
+    Reload(n - 3);
+  } else {
+    EmitSlowOperandCall(rt_get_index_, off, depth, 2, {thread_});
+  }
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+}
+
+void FunctionCompiler::EmitNew(uint32_t off, int depth) {
+  const uint8_t* pc = code_ + off;
+  const Klass* klass = program_.classes[ReadU32(pc + 1)].get();
+  const int argc = pc[5];
+  const uint64_t size = gc::FieldsObjectSize(klass->field_count);
+  const int n = fn_.num_locals + depth;
+
+  BasicBlock* slow = NewBlock("new_slow");
+  BasicBlock* done = NewBlock("new_done");
+  BasicBlock* fast = nullptr;
+  LValue* top = nullptr;
+  if (size <= gc::kMaxTlabObjectSize) {
+    // The TLAB fast path (design 4): no sampling logic, by construction.
+    fast = NewBlock("new_fast");
+    top = LoadField(thread_, kTlabTop, i64_, tbaa_thread_);
+    LValue* new_top = b_.CreateAdd(top, Const64(size));
+    LValue* limit = LoadField(thread_, kTlabCurrentEnd, i64_, tbaa_thread_);
+    CondBrUnlikely(b_.CreateICmpUGT(new_top, limit), slow, fast);
+    b_.SetInsertPoint(fast);
+    StoreField(new_top, thread_, kTlabTop, tbaa_thread_);
+    StoreField(ConstPtr(klass), AsPtr(top), 0, tbaa_object_);
+    b_.CreateBr(done);
+  } else {
+    b_.CreateBr(slow);
+  }
+  b_.SetInsertPoint(slow);
+  Spill(n, off);
+  LValue* obj_slow = b_.CreateCall(rt_new_, {thread_, ConstPtr(klass), Const64(size)});
+  BasicBlock* fail = NewBlock("raised");
+  BasicBlock* allocated = NewBlock("new_allocated");
+  CondBrUnlikely(b_.CreateICmpEQ(obj_slow, llvm::ConstantPointerNull::get(ptr_)), fail, allocated);
+  b_.SetInsertPoint(fail);
+  ReturnError();
+  b_.SetInsertPoint(allocated);
+  Reload(n);  // the arguments may have moved
+  b_.CreateBr(done);
+
+  b_.SetInsertPoint(done);
+  llvm::PHINode* obj = b_.CreatePHI(i64_, 2);
+  llvm::PHINode* from_slow = b_.CreatePHI(b_.getInt1Ty(), 2);
+  if (fast != nullptr) {
+    obj->addIncoming(top, fast);
+    from_slow->addIncoming(b_.getFalse(), fast);
+  }
+  obj->addIncoming(b_.CreatePtrToInt(obj_slow, i64_), allocated);
+  from_slow->addIncoming(b_.getTrue(), allocated);
+  // Initialising stores are plain (the object is not yet reachable by any
+  // other thread); the release store that publishes it orders them.
+  for (int i = 0; i < argc; ++i) {
+    LValue* v = Operand(depth, -argc + i);
+    StoreField(v, AsPtr(obj), gc::kHeaderSize + 8 * static_cast<uint64_t>(i), tbaa_object_);
+    EmitCardMark(obj, v, from_slow);
+  }
+  SetOperand(depth, -argc, obj);
+}
+
+void FunctionCompiler::EmitCall(uint32_t off, int depth) {
+  const uint8_t* pc = code_ + off;
+  const Function* callee = program_.functions[ReadU32(pc + 1)].get();
+  const int argc = pc[5];
+  const int n = fn_.num_locals + depth;
+  Spill(n, off);  // the caller's pc is its return point, as in the interpreter
+  EmitPoll(n, off, /*spill=*/false);
+
+  // Push the callee's frame: EnterFrame's checks, inline.
+  LValue* next = b_.CreateConstInBoundsGEP1_64(i8_, frame_, sizeof(Frame));
+  LValue* callee_base = HomeAddr(n - argc);
+  LValue* frames_end = LoadField(thread_, kThreadFramesEnd, ptr_, tbaa_thread_);
+  LValue* stack_end = LoadField(thread_, kThreadStackEnd, ptr_, tbaa_thread_);
+  LValue* frames_full = b_.CreateICmpUGE(b_.CreatePtrToInt(next, i64_), b_.CreatePtrToInt(frames_end, i64_));
+  LValue* needed = b_.CreateConstInBoundsGEP1_64(
+      i64_, callee_base, callee->num_locals + callee->max_stack + kStackSlack);
+  LValue* stack_full = b_.CreateICmpUGT(b_.CreatePtrToInt(needed, i64_), b_.CreatePtrToInt(stack_end, i64_));
+  BasicBlock* overflow = NewBlock("stack_overflow");
+  BasicBlock* push = NewBlock("push_frame");
+  CondBrUnlikely(b_.CreateOr(frames_full, stack_full), overflow, push);
+  b_.SetInsertPoint(overflow);
+  b_.CreateCall(rt_overflow_, {thread_, b_.CreateZExt(frames_full, i32_)});
+  ReturnError();
+
+  b_.SetInsertPoint(push);
+  for (int j = argc; j < callee->num_locals; ++j) {
+    llvm::StoreInst* s = b_.CreateAlignedStore(
+        Const64(0), b_.CreateConstInBoundsGEP1_64(i64_, callee_base, j), llvm::Align(8));
+    s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
+  }
+  StoreField(ConstPtr(callee), next, kFrameFn, tbaa_frame_);
+  StoreField(ConstPtr(callee->code.data()), next, kFramePc, tbaa_frame_);
+  StoreField(callee_base, next, kFrameBase, tbaa_frame_);
+  StoreField(next, thread_, kThreadFp, tbaa_thread_);
+
+  // Compiled code if there is some and the native stack has room.
+  LValue* native_sp = b_.CreatePtrToInt(b_.CreateCall(frameaddress_, {b_.getInt32(0)}), i64_);
+  LValue* native_limit = LoadField(thread_, kThreadNativeLimit, i64_, tbaa_thread_);
+  LValue* native_low = b_.CreateICmpULT(native_sp, native_limit);
+  LValue* target;
+  if (callee == &fn_) {
+    target = llvm_fn_;
+  } else {
+    llvm::LoadInst* code = b_.CreateAlignedLoad(ptr_, ConstPtr(&callee->jit_code), llvm::Align(8));
+    code->setAtomic(llvm::AtomicOrdering::Acquire);
+    target = code;
+  }
+  LValue* interpret =
+      b_.CreateOr(native_low, b_.CreateICmpEQ(target, llvm::ConstantPointerNull::get(ptr_)));
+  BasicBlock* compiled = NewBlock("call_compiled");
+  BasicBlock* interpreted = NewBlock("call_interpreted");
+  BasicBlock* returned = NewBlock("call_returned");
+  b_.CreateCondBr(interpret, interpreted, compiled);
+  b_.SetInsertPoint(compiled);
+  llvm::FunctionType* entry_type = llvm_fn_->getFunctionType();
+  LValue* status_compiled = b_.CreateCall(entry_type, target, {thread_, next, b_.getInt32(0)});
+  b_.CreateBr(returned);
+  b_.SetInsertPoint(interpreted);
+  LValue* status_interpreted = b_.CreateCall(rt_call_interp_, {thread_, next});
+  b_.CreateBr(returned);
+  b_.SetInsertPoint(returned);
+  llvm::PHINode* status = b_.CreatePHI(i32_, 2);
+  status->addIncoming(status_compiled, compiled);
+  status->addIncoming(status_interpreted, interpreted);
+  ReturnIfNonZero(status);
+  StoreField(frame_, thread_, kThreadFp, tbaa_thread_);
+  Reload(n - argc + 1);  // the result is in the callee's base slot
+}
+
+void FunctionCompiler::EmitRuntimeCall(uint32_t off, int depth, bool builtin) {
+  const uint8_t* pc = code_ + off;
+  const int argc = builtin ? pc[2] : pc[5];
+  const int n = fn_.num_locals + depth;
+  Spill(n, off);
+  LValue* args = HomeAddr(n - argc);
+  if (builtin) {
+    LValue* status = b_.CreateCall(rt_builtin_, {thread_, b_.getInt32(pc[1]), args, b_.getInt32(argc)});
+    ReturnIfNonZero(status);
+  } else {
+    const Function* callee = program_.functions[ReadU32(pc + 1)].get();
+    LValue* ok = b_.CreateCall(rt_spawn_, {thread_, ConstPtr(callee), args, b_.getInt32(argc)});
+    BasicBlock* fail = NewBlock("raised");
+    BasicBlock* cont = NewBlock("spawned");
+    CondBrUnlikely(b_.CreateICmpEQ(ok, b_.getInt32(0)), fail, cont);
+    b_.SetInsertPoint(fail);
+    ReturnError();
+    b_.SetInsertPoint(cont);
+  }
+  Reload(n - argc + 1);
+}
+
+void FunctionCompiler::EmitInstruction(uint32_t off, int depth) {
+  const uint8_t* pc = code_ + off;
+  const Opcode op = OpAt(off);
+  const uint32_t next = off + LenAt(off);
+  switch (op) {
+    case Opcode::PUSH_INT:
+      SetOperand(depth, 0, Const64(ReadV64(pc + 1)));
+      break;
+    case Opcode::PUSH_NULL:
+      SetOperand(depth, 0, Const64(0));
+      break;
+    case Opcode::PUSH_STRING:
+      // A root the collector updates: read it each time.
+      SetOperand(depth, 0,
+                 LoadField(ConstPtr(&vm_.string_constants()[ReadU32(pc + 1)]), 0, i64_, nullptr));
+      break;
+    case Opcode::POP:
+      break;
+    case Opcode::LOAD_LOCAL:
+      SetOperand(depth, 0, Get(ReadU16(pc + 1)));
+      break;
+    case Opcode::STORE_LOCAL:
+      Put(ReadU16(pc + 1), Operand(depth, -1));
+      break;
+    case Opcode::LOAD_GLOBAL:
+      SetOperand(depth, 0,
+                 LoadAcquire(ConstPtr(&const_cast<VM&>(vm_).globals()[ReadU32(pc + 1)])));
+      break;
+    case Opcode::STORE_GLOBAL:
+      StoreRelease(Operand(depth, -1), ConstPtr(&const_cast<VM&>(vm_).globals()[ReadU32(pc + 1)]));
+      break;
+    case Opcode::GET_FIELD:
+      EmitField(off, depth, /*write=*/false);
+      break;
+    case Opcode::SET_FIELD:
+      EmitField(off, depth, /*write=*/true);
+      break;
+    case Opcode::GET_INDEX:
+      EmitIndex(off, depth, /*write=*/false);
+      break;
+    case Opcode::SET_INDEX:
+      EmitIndex(off, depth, /*write=*/true);
+      break;
+    case Opcode::ADD:
+    case Opcode::SUB:
+    case Opcode::MUL:
+    case Opcode::LT:
+    case Opcode::LE:
+    case Opcode::GT:
+    case Opcode::GE:
+      EmitIntBinary(op, off, depth);
+      break;
+    case Opcode::DIV:
+    case Opcode::MOD:
+      EmitDivMod(op, off, depth);
+      break;
+    case Opcode::EQ:
+    case Opcode::NE:
+      EmitEquality(op, depth);
+      break;
+    case Opcode::NEG: {
+      LValue* a = Operand(depth, -1);
+      BasicBlock* bad = NewBlock("neg_type");
+      BasicBlock* ok = NewBlock("neg");
+      CondBrUnlikely(b_.CreateNot(IsInt(a)), bad, ok);
+      b_.SetInsertPoint(bad);
+      Spill(fn_.num_locals + depth, off);
+      b_.CreateCall(rt_neg_, {thread_, a});
+      ReturnError();
+      b_.SetInsertPoint(ok);
+      SetOperand(depth, -1, b_.CreateSub(Const64(2), a));
+      break;
+    }
+    case Opcode::NOT:
+      SetOperand(depth, -1, TagBool(b_.CreateNot(IsTruthy(Operand(depth, -1)))));
+      break;
+    case Opcode::JUMP:
+      b_.CreateBr(blocks_[JumpTarget(off)]);
+      break;
+    case Opcode::JUMP_IF_FALSE:
+      b_.CreateCondBr(IsTruthy(Operand(depth, -1)), blocks_[next], blocks_[JumpTarget(off)]);
+      break;
+    case Opcode::LOOP: {
+      // The interpreter's pc at this poll is already the loop header.
+      const uint32_t target = JumpTarget(off);
+      EmitPoll(fn_.num_locals + depth, target, /*spill=*/true);
+      b_.CreateBr(blocks_[target]);
+      break;
+    }
+    case Opcode::CALL:
+      EmitCall(off, depth);
+      break;
+    case Opcode::CALL_BUILTIN:
+      EmitRuntimeCall(off, depth, /*builtin=*/true);
+      break;
+    case Opcode::SPAWN:
+      EmitRuntimeCall(off, depth, /*builtin=*/false);
+      break;
+    case Opcode::NEW:
+      EmitNew(off, depth);
+      break;
+    case Opcode::RETURN: {
+      llvm::StoreInst* s = b_.CreateAlignedStore(Operand(depth, -1), base_, llvm::Align(8));
+      s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
+      b_.CreateRet(b_.getInt32(static_cast<int>(Outcome::kReturn)));
+      break;
+    }
+  }
+}
+
+absl::Status FunctionCompiler::Emit(const std::string& symbol) {
+  if (absl::Status s = Analyze(); !s.ok()) return s;
+  DeclareRuntime();
+  llvm::MDBuilder md(ctx_);
+  unlikely_weights_ = md.createBranchWeights(1, 2000);
+  llvm::MDNode* root = md.createTBAARoot("minivm");
+  auto tag = [&](const char* name) {
+    llvm::MDNode* type = md.createTBAAScalarTypeNode(name, root);
+    return md.createTBAAStructTagNode(type, type, 0);
+  };
+  tbaa_stack_ = tag("value stack slot");
+  tbaa_thread_ = tag("thread word");
+  tbaa_frame_ = tag("frame word");
+  tbaa_object_ = tag("object header or initialising store");
+
+  auto* type = llvm::FunctionType::get(i32_, {ptr_, ptr_, i32_}, false);
+  llvm_fn_ = llvm::Function::Create(type, llvm::Function::ExternalLinkage, symbol, module_);
+  llvm_fn_->addFnAttr(llvm::Attribute::NoUnwind);
+  thread_ = llvm_fn_->getArg(0);
+  frame_ = llvm_fn_->getArg(1);
+  LValue* entry_id = llvm_fn_->getArg(2);
+  thread_->setName("thread");
+  frame_->setName("frame");
+  entry_id->setName("entry");
+  llvm_fn_->addParamAttr(0, llvm::Attribute::NonNull);
+  llvm_fn_->addParamAttr(1, llvm::Attribute::NonNull);
+
+  BasicBlock* entry = NewBlock("entry");
+  b_.SetInsertPoint(entry);
+  const int num_slots = fn_.num_locals + fn_.max_stack;
+  for (int i = 0; i < num_slots; ++i) slots_.push_back(b_.CreateAlloca(i64_));
+  for (int i = 0; i < num_slots; ++i) b_.CreateStore(Const64(0), slots_[i]);
+  base_ = LoadField(frame_, kFrameBase, ptr_, tbaa_frame_);
+  cards_ = LoadField(thread_, kCardTable, ptr_, tbaa_thread_);
+
+  blocks_.assign(fn_.code.size(), nullptr);
+  for (size_t off = 0; off < fn_.code.size(); ++off) {
+    if (is_leader_[off] && depth_[off] != kUnknownDepth) {
+      blocks_[off] = BasicBlock::Create(ctx_, absl::StrCat("pc", off), llvm_fn_);
+    }
+  }
+
+  BasicBlock* normal = NewBlock("normal_entry");
+  BasicBlock* osr = NewBlock("osr_entry");
+  b_.CreateCondBr(b_.CreateICmpEQ(entry_id, b_.getInt32(0)), normal, osr);
+
+  // Normal entry: the caller pushed the frame (locals are in memory).
+  b_.SetInsertPoint(normal);
+  EmitPoll(fn_.num_locals, 0, /*spill=*/false);
+  Reload(fn_.num_locals);
+  b_.CreateBr(blocks_[0]);
+
+  // OSR entries: one per loop header, reloading locals and operands.
+  b_.SetInsertPoint(osr);
+  BasicBlock* bad_entry = NewBlock("bad_entry");
+  llvm::SwitchInst* dispatch = b_.CreateSwitch(entry_id, bad_entry, loop_headers_.size());
+  for (uint32_t header : loop_headers_) {
+    BasicBlock* block = BasicBlock::Create(ctx_, absl::StrCat("osr", header), llvm_fn_);
+    dispatch->addCase(b_.getInt32(header + 1), block);
+    b_.SetInsertPoint(block);
+    Reload(fn_.num_locals + depth_[header]);
+    b_.CreateBr(blocks_[header]);
+  }
+  b_.SetInsertPoint(bad_entry);
+  b_.CreateUnreachable();
+
+  for (uint32_t off = 0; off < fn_.code.size(); off += LenAt(off)) {
+    if (depth_[off] == kUnknownDepth) continue;  // unreachable code
+    if (blocks_[off] != nullptr) {
+      if (b_.GetInsertBlock()->getTerminator() == nullptr) b_.CreateBr(blocks_[off]);
+      b_.SetInsertPoint(blocks_[off]);
+    }
+    EmitInstruction(off, depth_[off]);
+  }
+  if (b_.GetInsertBlock()->getTerminator() == nullptr) {
+    return absl::InternalError("control falls off the end of the function");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status EmitFunction(const VM& vm, const Function& fn, const std::string& symbol,
+                          llvm::Module* module) {
+  FunctionCompiler compiler(vm, fn, module);
+  return compiler.Emit(symbol);
+}
+
+}  // namespace minivm::jit

@@ -1,0 +1,23 @@
+// Bytecode to LLVM IR, one Function at a time. Internal to vm/jit/ (the
+// only place that includes LLVM headers).
+#ifndef MINIVM_VM_JIT_CODEGEN_H_
+#define MINIVM_VM_JIT_CODEGEN_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "llvm/IR/Module.h"
+#include "vm/bytecode/program.h"
+#include "vm/runtime/vm.h"
+
+namespace minivm::jit {
+
+// Emits `fn` into `module` as the JitEntry-typed function `symbol`.
+// Fails (and leaves nothing usable in the module) on bytecode the analysis
+// rejects: the function then stays interpreted.
+absl::Status EmitFunction(const VM& vm, const Function& fn, const std::string& symbol,
+                          llvm::Module* module);
+
+}  // namespace minivm::jit
+
+#endif  // MINIVM_VM_JIT_CODEGEN_H_

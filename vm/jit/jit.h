@@ -1,0 +1,75 @@
+// The JIT tier: compiles bytecode Functions to native code with LLVM's ORC
+// LLJIT (docs/jit.md).
+//
+// Tiers: every Function starts interpreted. --jit=eager compiles all of them
+// before the program starts. --jit=auto compiles a Function once the
+// interpreter has counted `threshold` calls plus loop back-edges in it, on a
+// background thread while the interpreter keeps running; a running
+// activation moves to the compiled code at its next loop back-edge
+// (on-stack replacement).
+//
+// The public face is LLVM-free (pimpl): vm/runtime only sees JitHooks.
+#ifndef MINIVM_VM_JIT_JIT_H_
+#define MINIVM_VM_JIT_JIT_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "vm/bytecode/program.h"
+#include "vm/runtime/jit_hooks.h"
+#include "vm/runtime/options.h"
+#include "vm/runtime/vm.h"
+
+namespace minivm::jit {
+
+struct JitConfig {
+  JitMode mode = JitMode::kAuto;  // kAuto or kEager
+  bool verbose = false;           // --verbose:jit: one line per compilation
+  bool print = false;             // --print-jit: the optimised IR of each compiled function
+  std::string print_only;         // --print-jit=NAME: only that function's
+  int opt_level = 2;              // LLVM optimisation level, 0..3
+  FILE* log = stderr;             // where verbose and print output go
+};
+
+// Default hotness threshold for --jit=auto (--jit-threshold).
+inline constexpr uint32_t kDefaultThreshold = 1000;
+
+class Jit final : public JitHooks {
+ public:
+  // Initialises LLVM's native target and an LLJIT instance for `vm`.
+  static absl::StatusOr<std::unique_ptr<Jit>> Create(const VM* vm, JitConfig config);
+  ~Jit() override;
+  Jit(const Jit&) = delete;
+  Jit& operator=(const Jit&) = delete;
+
+  // Compiles `fn` on the calling thread and publishes its code. False if it
+  // failed; it then stays interpreted (with a line under --verbose:jit).
+  bool Compile(const Function* fn);
+  // --jit=eager: compiles every Function of the program.
+  void CompileAll();
+
+  // JitHooks. OnHot queues `fn` for the background compiler (started on
+  // first use); StopCompiling joins it.
+  void OnHot(const Function* fn) override;
+  void StopCompiling() override;
+
+  struct Stats {
+    uint64_t compiled = 0;
+    uint64_t failed = 0;
+    double total_ms = 0;  // code generation, optimisation and machine code
+  };
+  Stats stats() const;
+
+ private:
+  struct Impl;
+  explicit Jit(std::unique_ptr<Impl> impl);
+  static void WorkerLoop(Jit* jit);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace minivm::jit
+
+#endif  // MINIVM_VM_JIT_JIT_H_

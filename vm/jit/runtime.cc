@@ -1,0 +1,89 @@
+#include "vm/jit/runtime.h"
+
+#include "gc/heap.h"
+#include "vm/runtime/builtins.h"
+#include "vm/runtime/interpreter.h"
+#include "vm/runtime/slow_paths.h"
+#include "vm/runtime/vm.h"
+
+using minivm::Frame;
+using minivm::Function;
+using minivm::Klass;
+using minivm::Outcome;
+using minivm::VMThread;
+using minivm::gc::Object;
+using minivm::gc::Value;
+
+extern "C" {
+
+void minivm_jit_poll(VMThread* t) noexcept { t->vm->heap()->SafepointPoll(&t->mutator); }
+
+Object* minivm_jit_new(VMThread* t, const Klass* klass, uint64_t size) noexcept {
+  Object* obj = minivm::gc::AllocateSlowPath(&t->mutator, klass, size, 0);
+  if (obj == nullptr) minivm::RaiseHeapExhausted(t, size);
+  return obj;
+}
+
+int32_t minivm_jit_binary(VMThread* t, uint32_t opcode, Value* operands) noexcept {
+  return minivm::BinarySlow(t, static_cast<minivm::Opcode>(opcode), operands) ? 1 : 0;
+}
+
+int32_t minivm_jit_equal(uint64_t a, uint64_t b) noexcept {
+  return minivm::ValuesEqualSlow(Value::FromBits(a), Value::FromBits(b)) ? 1 : 0;
+}
+
+void minivm_jit_neg_type(VMThread* t, uint64_t a) noexcept {
+  minivm::RaiseNegType(t, Value::FromBits(a));
+}
+
+int64_t minivm_jit_field_slot(VMThread* t, uint64_t obj, uint32_t symbol,
+                              minivm::FieldCache* cache, int32_t write) noexcept {
+  return minivm::ResolveField(t, Value::FromBits(obj), symbol, cache, write != 0);
+}
+
+int32_t minivm_jit_get_index(VMThread* t, Value* operands) noexcept {
+  return minivm::GetIndexSlow(t, operands) ? 1 : 0;
+}
+
+int32_t minivm_jit_set_index(VMThread* t, Value* operands) noexcept {
+  return minivm::SetIndexSlow(t, operands) ? 1 : 0;
+}
+
+int32_t minivm_jit_builtin(VMThread* t, uint32_t builtin, Value* args, uint32_t argc) noexcept {
+  return static_cast<int32_t>(minivm::CallBuiltin(t, static_cast<minivm::Builtin>(builtin), args,
+                                                  static_cast<int>(argc)));
+}
+
+int32_t minivm_jit_spawn(VMThread* t, const Function* fn, Value* args, uint32_t argc) noexcept {
+  Value result;
+  if (!t->vm->Spawn(t, fn, args, static_cast<int>(argc), &result)) return 0;
+  args[0] = result;  // nothing collects between Spawn's return and this store
+  return 1;
+}
+
+int32_t minivm_jit_call_interpreted(VMThread* t, Frame* frame) noexcept {
+  return static_cast<int32_t>(minivm::InterpretFrame(t, frame));
+}
+
+void minivm_jit_stack_overflow(VMThread* t, int32_t frames) noexcept {
+  minivm::RaiseStackOverflow(t, frames != 0);
+}
+
+}  // extern "C"
+
+namespace minivm::jit {
+
+std::vector<RuntimeSymbol> RuntimeSymbols() {
+#define MINIVM_SYMBOL(name) RuntimeSymbol{#name, reinterpret_cast<void*>(&name)}
+  return {
+      MINIVM_SYMBOL(minivm_jit_poll),        MINIVM_SYMBOL(minivm_jit_new),
+      MINIVM_SYMBOL(minivm_jit_binary),      MINIVM_SYMBOL(minivm_jit_equal),
+      MINIVM_SYMBOL(minivm_jit_neg_type),    MINIVM_SYMBOL(minivm_jit_field_slot),
+      MINIVM_SYMBOL(minivm_jit_get_index),   MINIVM_SYMBOL(minivm_jit_set_index),
+      MINIVM_SYMBOL(minivm_jit_builtin),     MINIVM_SYMBOL(minivm_jit_spawn),
+      MINIVM_SYMBOL(minivm_jit_call_interpreted), MINIVM_SYMBOL(minivm_jit_stack_overflow),
+  };
+#undef MINIVM_SYMBOL
+}
+
+}  // namespace minivm::jit
