@@ -46,6 +46,10 @@ stdout, stderr and exit code are checked against comments in the file:
                                   `minivm [vm-args] [options]`.
   // skip: REASON                 the test is not run; counted as skipped.
 
+--forbid-stderr=TEXT fails any run whose stderr has a line containing TEXT
+(the JIT suites use it with --verbose:jit to require that every function
+compiles).
+
 --vm-arg adds an option to every run (e.g. --vm-arg=--gc-stress=1); it may
 be given several times. Use the `--vm-arg=VALUE` form, or `--vm-arg VALUE`.
 
@@ -369,7 +373,7 @@ def describe_code(code):
     return str(code)
 
 
-def run_test(spec, minivm, vm_args, timeout, allow_follow_on=False):
+def run_test(spec, minivm, vm_args, timeout, allow_follow_on=False, forbid_stderr=()):
     """Returns (status, report) where status is 'pass', 'fail' or 'skip'."""
     if spec.skip is not None:
         return "skip", f"SKIP {spec.path}: {spec.skip}"
@@ -385,6 +389,10 @@ def run_test(spec, minivm, vm_args, timeout, allow_follow_on=False):
             failures = [err]
         else:
             failures = check_run(spec, out, err, code, allow_follow_on, lenient_stderr=bool(vm_args))
+            for text in forbid_stderr:
+                for line in err.split("\n"):
+                    if text in line:
+                        failures.append(f"stderr has a forbidden line: {line}")
             if code < 0:
                 failures.insert(0, f"the VM crashed: {describe_code(code)}")
             if first_stdout is None:
@@ -452,6 +460,8 @@ def main():
     parser.add_argument("--filter", action="append", default=[],
                         help="only tests whose path contains SUBSTR (repeatable: any matches)")
     parser.add_argument("--vm-arg", action="append", default=[], help="an option for every run, e.g. --vm-arg=--jit=off")
+    parser.add_argument("--forbid-stderr", action="append", default=[], metavar="TEXT",
+                        help="fail a run whose stderr has a line containing TEXT (repeatable)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per run (default 60)")
     parser.add_argument("--allow-follow-on-errors", action="store_true",
                         help="accept extra compile errors on a line that expects one")
@@ -487,7 +497,8 @@ def main():
     failed_paths = []
 
     def work(spec):
-        status, report = run_test(spec, minivm, args.vm_arg, args.timeout, args.allow_follow_on_errors)
+        status, report = run_test(spec, minivm, args.vm_arg, args.timeout, args.allow_follow_on_errors,
+                                  args.forbid_stderr)
         with lock:
             counts[status] += 1
             if status == "fail":

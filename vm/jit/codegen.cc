@@ -737,6 +737,7 @@ void FunctionCompiler::EmitNew(uint32_t off, int depth) {
   b_.SetInsertPoint(fail);
   ReturnError();
   b_.SetInsertPoint(allocated);
+  LValue* obj_slow_bits = b_.CreatePtrToInt(obj_slow, i64_);
   Reload(n);  // the arguments may have moved
   b_.CreateBr(done);
 
@@ -747,7 +748,7 @@ void FunctionCompiler::EmitNew(uint32_t off, int depth) {
     obj->addIncoming(top, fast);
     from_slow->addIncoming(b_.getFalse(), fast);
   }
-  obj->addIncoming(b_.CreatePtrToInt(obj_slow, i64_), allocated);
+  obj->addIncoming(obj_slow_bits, allocated);
   from_slow->addIncoming(b_.getTrue(), allocated);
   // Initialising stores are plain (the object is not yet reachable by any
   // other thread); the release store that publishes it orders them.

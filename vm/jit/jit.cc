@@ -43,6 +43,7 @@
 #include "llvm/Target/TargetMachine.h"
 #include "vm/jit/codegen.h"
 #include "vm/jit/runtime.h"
+#include "vm/runtime/thread.h"
 
 namespace minivm::jit {
 namespace {
@@ -216,11 +217,18 @@ void Jit::CompileAll() {
   for (const auto& fn : impl_->vm->program().functions) Compile(fn.get());
 }
 
-void Jit::OnHot(const Function* fn) {
+void Jit::OnHot(VMThread* t, const Function* fn) {
   JitState expected = JitState::kInterpreted;
   if (!fn->jit_state.compare_exchange_strong(expected, JitState::kQueued,
                                              std::memory_order_relaxed)) {
     return;  // queued, compiled or failed already
+  }
+  if (impl_->config.sync) {
+    // The compiler never touches the heap, so the thread may count as
+    // blocked: a safepoint need not wait for the compilation.
+    gc::BlockedScope blocked(&t->mutator);
+    Compile(fn);
+    return;
   }
   std::lock_guard<std::mutex> lock(impl_->queue_mu);
   if (impl_->stopping) return;
@@ -229,6 +237,13 @@ void Jit::OnHot(const Function* fn) {
     impl_->worker = std::thread([this] { WorkerLoop(this); });
   }
   impl_->queue_cv.notify_one();
+}
+
+void Jit::OnOsr(const Function* fn, uint32_t offset) {
+  if (!impl_->config.verbose) return;
+  std::lock_guard<std::mutex> lock(impl_->compile_mu);
+  absl::FPrintF(impl_->config.log, "[jit] %s: on-stack replacement at line %d\n", fn->name,
+                fn->lines.LineFor(offset));
 }
 
 void Jit::StopCompiling() {

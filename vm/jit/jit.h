@@ -27,7 +27,8 @@ namespace minivm::jit {
 
 struct JitConfig {
   JitMode mode = JitMode::kAuto;  // kAuto or kEager
-  bool verbose = false;           // --verbose:jit: one line per compilation
+  bool sync = false;              // --jit-sync: compile on the thread that found the function hot
+  bool verbose = false;           // --verbose:jit: one line per compilation and OSR
   bool print = false;             // --print-jit: the optimised IR of each compiled function
   std::string print_only;         // --print-jit=NAME: only that function's
   int opt_level = 2;              // LLVM optimisation level, 0..3
@@ -52,8 +53,11 @@ class Jit final : public JitHooks {
   void CompileAll();
 
   // JitHooks. OnHot queues `fn` for the background compiler (started on
-  // first use); StopCompiling joins it.
-  void OnHot(const Function* fn) override;
+  // first use), or with `sync` compiles it at once while `t` counts as
+  // blocked (a collection can proceed meanwhile). StopCompiling joins the
+  // background compiler.
+  void OnHot(VMThread* t, const Function* fn) override;
+  void OnOsr(const Function* fn, uint32_t offset) override;
   void StopCompiling() override;
 
   struct Stats {

@@ -85,15 +85,13 @@ constexpr int Len(Opcode op) {
   std::abort();
 }
 
-// Counts a call or back-edge of `fn`, which has no compiled code, and
-// reports it to the JIT once hot (see Function::hotness).
-inline void CountHot(JitHooks* jit, uint32_t threshold, const Function* fn) {
+// Counts a call or back-edge of `fn`, which has no compiled code; true when
+// it is hot and not yet queued (see Function::hotness).
+inline bool CountHot(uint32_t threshold, const Function* fn) {
   const uint32_t h = fn->hotness.load(std::memory_order_relaxed) + 1;
   fn->hotness.store(h, std::memory_order_relaxed);
-  if (ABSL_PREDICT_FALSE(h >= threshold) &&
-      fn->jit_state.load(std::memory_order_relaxed) == JitState::kInterpreted) {
-    jit->OnHot(fn);
-  }
+  return ABSL_PREDICT_FALSE(h >= threshold) &&
+         fn->jit_state.load(std::memory_order_relaxed) == JitState::kInterpreted;
 }
 
 inline Outcome RunCompiled(VMThread* t, JitEntry code, Frame* frame, uint32_t entry) {
@@ -335,15 +333,19 @@ op_LOOP:
   if (jit != nullptr) {
     const Function* fn = frame->fn;
     JitEntry code = fn->jit_code.load(std::memory_order_acquire);
-    if (code == nullptr) {
-      CountHot(jit, jit_threshold, fn);
-    } else if (!t->NativeStackLow()) {
+    if (code == nullptr && CountHot(jit_threshold, fn)) {
+      SYNC();
+      jit->OnHot(t, fn);
+      code = fn->jit_code.load(std::memory_order_acquire);
+    }
+    if (code != nullptr && !t->NativeStackLow()) {
       // On-stack replacement: the compiled code continues this activation
       // at the loop header, reading locals and operands from the frame's
       // slots, and runs it to its end.
       SYNC();
-      const Outcome o =
-          RunCompiled(t, code, frame, static_cast<uint32_t>(pc - fn->code.data()) + 1);
+      const uint32_t offset = static_cast<uint32_t>(pc - fn->code.data());
+      jit->OnOsr(fn, offset);
+      const Outcome o = RunCompiled(t, code, frame, offset + 1);
       if (o != Outcome::kReturn) return o;
       sp = base + 1;  // the result is in base[0], as RETURN leaves it
       goto frame_returned;
@@ -364,9 +366,11 @@ op_CALL : {
   }
   if (jit != nullptr) {
     JitEntry code = callee->jit_code.load(std::memory_order_acquire);
-    if (code == nullptr) {
-      CountHot(jit, jit_threshold, callee);
-    } else if (!t->NativeStackLow()) {
+    if (code == nullptr && CountHot(jit_threshold, callee)) {
+      jit->OnHot(t, callee);  // the caller's state is written back (SYNC above)
+      code = callee->jit_code.load(std::memory_order_acquire);
+    }
+    if (code != nullptr && !t->NativeStackLow()) {
       t->fp = next;
       const Outcome o = RunCompiled(t, code, next, 0);
       if (o != Outcome::kReturn) return o;

@@ -11,14 +11,21 @@
 
 namespace minivm {
 
+struct VMThread;
+
 class JitHooks {
  public:
   virtual ~JitHooks() = default;
 
-  // `fn`'s hotness reached the threshold. Called by the interpreter on any
-  // thread, possibly more than once per Function; must never block on a
-  // compilation.
-  virtual void OnHot(const Function* fn) = 0;
+  // `fn`'s hotness reached the threshold. Called by the interpreter on
+  // thread `t` (any thread, possibly more than once per Function), with the
+  // thread's state written back, so that the JIT may block it for a
+  // synchronous compilation (--jit-sync) in a gc::BlockedScope.
+  virtual void OnHot(VMThread* t, const Function* fn) = 0;
+
+  // The interpreter moved an activation of `fn` into compiled code at the
+  // loop header at bytecode `offset` (on-stack replacement). For logging.
+  virtual void OnOsr(const Function* fn, uint32_t offset) = 0;
 
   // Stops compiling (joins a background compiler). Code already published
   // stays valid until this object is destroyed, which the VM does only once
