@@ -30,7 +30,11 @@ TEST(OptionsTest, DefaultsAndProgramArguments) {
   EXPECT_EQ(o->heap_bytes, size_t{1} << 30);
   EXPECT_EQ(o->stack_depth, 10000u);
   EXPECT_EQ(o->seed, 0u);
-  EXPECT_EQ(o->jit, JitMode::kOff);
+  EXPECT_EQ(o->jit, JitMode::kAuto);
+  EXPECT_EQ(o->jit_threshold, 1000u);
+  EXPECT_FALSE(o->jit_sync);
+  EXPECT_FALSE(o->verbose_jit);
+  EXPECT_FALSE(o->print_jit);
   EXPECT_EQ(o->program_path, "prog.mv");
   EXPECT_EQ(o->program_args, (std::vector<std::string>{"--heap=1m", "x"}));
 }
@@ -50,16 +54,31 @@ TEST(OptionsTest, AllOptions) {
   EXPECT_TRUE(o->disassemble);
 }
 
+TEST(OptionsTest, JitOptions) {
+  absl::StatusOr<Options> o = Parse({"--jit=eager", "--jit-threshold=7", "--jit-sync",
+                                     "--verbose:jit", "--print-jit=fib", "p.mv"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->jit, JitMode::kEager);
+  EXPECT_EQ(o->jit_threshold, 7u);
+  EXPECT_TRUE(o->jit_sync);
+  EXPECT_TRUE(o->verbose_jit);
+  EXPECT_TRUE(o->print_jit);
+  EXPECT_EQ(o->print_jit_only, "fib");
+  EXPECT_EQ(Parse({"--jit=off", "p.mv"})->jit, JitMode::kOff);
+  EXPECT_EQ(Parse({"--jit=auto", "p.mv"})->jit, JitMode::kAuto);
+  EXPECT_TRUE(Parse({"--print-jit", "p.mv"})->print_jit_only.empty());
+}
+
 TEST(OptionsTest, Errors) {
   EXPECT_EQ(Parse({}).status().message(), "no program given (try --help)");
   EXPECT_EQ(Parse({"--bogus", "p.mv"}).status().message(), "unknown option '--bogus'");
   EXPECT_EQ(Parse({"--heap=12q", "p.mv"}).status().message(), "--heap: invalid size '12q'");
   EXPECT_EQ(Parse({"--young=64m", "--heap=64m", "p.mv"}).status().message(),
             "--young: the young generation must be smaller than the heap");
-  EXPECT_EQ(Parse({"--jit=auto", "p.mv"}).status().message(),
-            "--jit=auto: the JIT tier is not built yet");
-  EXPECT_EQ(Parse({"--jit=eager", "p.mv"}).status().message(),
-            "--jit=eager: the JIT tier is not built yet");
+  EXPECT_EQ(Parse({"--jit=fast", "p.mv"}).status().message(),
+            "invalid value 'fast' for --jit (expected off, auto or eager)");
+  EXPECT_FALSE(Parse({"--jit-threshold=0", "p.mv"}).ok());
+  EXPECT_FALSE(Parse({"--print-jit=", "p.mv"}).ok());
   EXPECT_FALSE(Parse({"--jit=fast", "p.mv"}).ok());
   EXPECT_FALSE(Parse({"--tlab-size=8", "p.mv"}).ok());
   EXPECT_FALSE(Parse({"--stack-depth=0", "p.mv"}).ok());

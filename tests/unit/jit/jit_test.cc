@@ -1,0 +1,171 @@
+// The JIT driver in-process: compilation, publication, tier switches and the
+// failure path (a Function the JIT rejects stays interpreted, with a message).
+#include "vm/jit/jit.h"
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/unit/vm/program_builder.h"
+#include "vm/runtime/vm.h"
+
+namespace minivm {
+namespace {
+
+using testing::Asm;
+using testing::ProgramBuilder;
+using testing::ReadAll;
+
+struct JitRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+  std::string jit_log;
+  std::vector<JitState> states;  // per function, after the run
+};
+
+// Runs `program` in-process with a JIT configured by `config`; eager
+// compiles everything first.
+JitRun RunWithJit(std::unique_ptr<Program> program, jit::JitConfig config, uint32_t threshold) {
+  JitRun r;
+  FILE* out = std::tmpfile();
+  FILE* err = std::tmpfile();
+  FILE* log = std::tmpfile();
+  VmOptions options;
+  options.out = out;
+  options.err = err;
+  options.exit_process = false;
+  options.heap.max_heap_bytes = size_t{64} << 20;
+  {
+    absl::StatusOr<std::unique_ptr<VM>> vm = VM::Create(std::move(program), options);
+    EXPECT_TRUE(vm.ok()) << vm.status();
+    config.log = log;
+    config.verbose = true;
+    absl::StatusOr<std::unique_ptr<jit::Jit>> jit = jit::Jit::Create(vm->get(), config);
+    EXPECT_TRUE(jit.ok()) << jit.status();
+    if (config.mode == JitMode::kEager) (*jit)->CompileAll();
+    (*vm)->InstallJit(*std::move(jit), threshold);
+    r.exit_code = (*vm)->Run();
+    for (const auto& fn : (*vm)->program().functions) {
+      r.states.push_back(fn->jit_state.load());
+    }
+  }
+  r.out = ReadAll(out);
+  r.err = ReadAll(err);
+  r.jit_log = ReadAll(log);
+  return r;
+}
+
+// main() { print(add(2, 3)); }  with add(a, b) { return a + b; }
+std::unique_ptr<Program> AddProgram() {
+  ProgramBuilder pb;
+  Asm add;
+  add.Load(0).Load(1).Op(Opcode::ADD).Ret();
+  const uint32_t add_fn = pb.AddFunction("add", 2, 2, 2, add);
+  Asm main;
+  main.Int(2).Int(3).Call(add_fn, 2).Builtin(Builtin::k_print, 1).Op(Opcode::POP).Null().Ret();
+  pb.SetMain(pb.AddFunction("main", 0, 0, 2, main));
+  return pb.Build();
+}
+
+TEST(JitTest, EagerCompilesEveryFunctionAndRunsIt) {
+  jit::JitConfig config;
+  config.mode = JitMode::kEager;
+  JitRun r = RunWithJit(AddProgram(), config, jit::kDefaultThreshold);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "5\n");
+  for (JitState s : r.states) EXPECT_EQ(s, JitState::kCompiled);
+  EXPECT_NE(r.jit_log.find("[jit] compiled add"), std::string::npos) << r.jit_log;
+  EXPECT_NE(r.jit_log.find("[jit] compiled main"), std::string::npos) << r.jit_log;
+}
+
+TEST(JitTest, RejectedFunctionStaysInterpretedWithAMessage) {
+  // bad(): the two paths into `join` reach it with different stack depths,
+  // which the interpreter tolerates (RETURN takes the top) but compiled
+  // code cannot represent: the JIT must refuse it, and the program must
+  // still give the interpreter's answer.
+  ProgramBuilder pb;
+  Asm bad;
+  bad.Int(1);
+  const size_t skip = bad.Jump(Opcode::JUMP_IF_FALSE);
+  bad.Int(2);
+  bad.Bind(skip);
+  bad.Int(7).Ret();
+  const uint32_t bad_fn = pb.AddFunction("bad", 0, 0, 3, bad);
+  Asm main;
+  main.Call(bad_fn, 0).Builtin(Builtin::k_print, 1).Op(Opcode::POP).Null().Ret();
+  pb.SetMain(pb.AddFunction("main", 0, 0, 2, main));
+
+  jit::JitConfig config;
+  config.mode = JitMode::kEager;
+  JitRun r = RunWithJit(pb.Build(), config, jit::kDefaultThreshold);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "7\n");
+  EXPECT_EQ(r.states[bad_fn], JitState::kFailed);
+  EXPECT_EQ(r.states[bad_fn + 1], JitState::kCompiled);  // main
+  EXPECT_NE(r.jit_log.find("[jit] bad: not compiled, stays interpreted: inconsistent stack depth"),
+            std::string::npos)
+      << r.jit_log;
+}
+
+TEST(JitTest, SyncTieringCompilesAHotFunctionAtTheThreshold) {
+  // main calls add 5 times; with threshold 3 and --jit-sync, add is
+  // compiled at its third call; main, called once and loop-free, never is.
+  ProgramBuilder pb;
+  Asm add;
+  add.Load(0).Load(1).Op(Opcode::ADD).Ret();
+  const uint32_t add_fn = pb.AddFunction("add", 2, 2, 2, add);
+  Asm main;
+  main.Int(0);
+  for (int i = 0; i < 5; ++i) main.Int(i).Call(add_fn, 2);
+  main.Builtin(Builtin::k_print, 1).Op(Opcode::POP).Null().Ret();
+  pb.SetMain(pb.AddFunction("main", 0, 0, 3, main));
+
+  jit::JitConfig config;
+  config.mode = JitMode::kAuto;
+  config.sync = true;
+  JitRun r = RunWithJit(pb.Build(), config, 3);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "10\n");
+  EXPECT_EQ(r.states[add_fn], JitState::kCompiled);
+  EXPECT_EQ(r.states[add_fn + 1], JitState::kInterpreted);
+}
+
+TEST(JitTest, OsrMovesARunningLoopToCompiledCode) {
+  // main: i = 0; while (i < 1000) i = i + 1; print(i)
+  ProgramBuilder pb;
+  Asm main;
+  main.Int(0).Store(0);
+  const size_t head = main.here();
+  main.Load(0).Int(1000).Op(Opcode::LT);
+  const size_t exit = main.Jump(Opcode::JUMP_IF_FALSE);
+  main.Load(0).Int(1).Op(Opcode::ADD).Store(0).Loop(head);
+  main.Bind(exit);
+  main.Load(0).Builtin(Builtin::k_print, 1).Op(Opcode::POP).Null().Ret();
+  const uint32_t main_fn = pb.AddFunction("main", 0, 1, 2, main);
+  pb.SetMain(main_fn);
+
+  jit::JitConfig config;
+  config.mode = JitMode::kAuto;
+  config.sync = true;
+  JitRun r = RunWithJit(pb.Build(), config, 10);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "1000\n");
+  EXPECT_EQ(r.states[main_fn], JitState::kCompiled);
+  EXPECT_NE(r.jit_log.find("[jit] main: on-stack replacement at line 1"), std::string::npos)
+      << r.jit_log;
+}
+
+TEST(JitTest, BackgroundCompilerStopsWithTheVm) {
+  // A background compile may still be queued or running when the program
+  // ends; destroying the VM joins the compiler without hanging or crashing.
+  jit::JitConfig config;
+  config.mode = JitMode::kAuto;
+  JitRun r = RunWithJit(AddProgram(), config, 1);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "5\n");
+}
+
+}  // namespace
+}  // namespace minivm
