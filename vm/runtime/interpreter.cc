@@ -27,6 +27,14 @@
 //     Rejected: plain accesses plus a release fence after allocation (the
 //     JVM's StoreStore barrier): it relies on address dependencies on the
 //     reading side, which C++ does not guarantee and TSan cannot see.
+//  7. Tiering (docs/jit.md): with a JIT installed, CALL and LOOP count the
+//     function's hotness while it has no compiled code and report it once
+//     hot; once it has, CALL runs the callee's compiled code on the frame
+//     EnterFrame pushed, and LOOP hands the running activation to it at the
+//     loop header (on-stack replacement). Neither enters compiled code when
+//     the native stack is low (VMThread::NativeStackLow): the interpreter
+//     goes on instead, since it never recurses natively. With --jit=off the
+//     only cost is one predictable branch per CALL and LOOP.
 #include "vm/runtime/interpreter.h"
 
 #include "vm/runtime/shared_slots.h"

@@ -4,7 +4,7 @@
 // Design (what the collector, the sampler, agents and the JIT rely on):
 //
 //  1. The gc::Mutator is the first member, so a VMThread* is a gc::Mutator*
-//     (static_assert below). Compiled code will pass one pointer around.
+//     (static_assert below). Compiled code passes that one pointer around.
 //  2. Values live on a VM-managed stack, a contiguous array reserved with
 //     mmap(MAP_NORESERVE): frame slots are [base, base + num_locals) followed
 //     by the operand stack. `sp` is the PRECISE top: the collector scans
