@@ -13,7 +13,14 @@ machine drift hits all alike, and reports the median CPU time (user + sys of
 the child) and its ratio to `off`.
 
   benchmarks/sampling_overhead.py --minivm build/bin/minivm \
-      --agent build/benchmarks/agents/libbench_agent.so [--rounds 11]
+      --agent build/benchmarks/agents/libbench_agent.so [--rounds 11] \
+      [--vm-arg=--jit=eager] [--callgrind]
+
+--vm-arg passes a VM option to every run (for example --jit=eager: the
+overhead in compiled code, docs/jit.md). --callgrind counts instructions
+with `valgrind --tool=callgrind` instead of timing (one run per
+configuration; the counts repeat exactly, whatever the machine's load), and
+prints the added instructions of each configuration relative to `off`.
 """
 import argparse
 import os
@@ -41,6 +48,19 @@ def configs(agent, interval):
     ]
 
 
+def count_instructions(cmd):
+    """Instructions executed by cmd under callgrind (guest code, JIT code included)."""
+    vg = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+          "--smc-check=all-non-file", *cmd]
+    proc = subprocess.run(vg, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"failed: {' '.join(vg)}\n{proc.stderr}")
+    for line in proc.stderr.splitlines():
+        if "Collected :" in line:
+            return int(line.split(":")[1].split()[0])
+    sys.exit(f"no instruction count from callgrind:\n{proc.stderr}")
+
+
 def run_once(cmd):
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -58,8 +78,28 @@ def main():
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--interval", type=int, default=512 * 1024)
     ap.add_argument("--program", action="append", help="only these programs")
+    ap.add_argument("--vm-arg", action="append", default=[], help="a VM option for every run")
+    ap.add_argument("--callgrind", action="store_true", help="count instructions instead of timing")
+    ap.add_argument("--args", action="append", default=[], metavar="PROGRAM=ARGS",
+                    help="program arguments, e.g. alloc_loop=5000000 (callgrind runs want smaller ones)")
     args = ap.parse_args()
     cfgs = configs(os.path.abspath(args.agent), args.interval)
+    overrides = dict(a.split("=", 1) for a in args.args)
+    if args.callgrind:
+        print(f"minivm sampling overhead: instructions (callgrind), interval {args.interval} B, "
+              f"VM options {args.vm_arg or 'none'}")
+        print(f"{'program':14} " + " ".join(f"{name:>14}" for name, _ in cfgs))
+        for name, path, pargs in PROGRAMS:
+            if args.program and name not in args.program:
+                continue
+            pargs = overrides[name].split() if name in overrides else pargs
+            counts = {c: count_instructions([args.minivm, *args.vm_arg, *copts, path, *pargs])
+                      for c, copts in cfgs if c != "off-again"}
+            counts["off-again"] = counts["off"]
+            print(f"{name:14} " + " ".join(f"{counts[c]:14d}" for c, _ in cfgs))
+            print(f"{'  added':14} " +
+                  " ".join(f"{100 * (counts[c] - counts['off']) / counts['off']:+13.3f}%" for c, _ in cfgs))
+        return
     print(f"minivm sampling overhead: {args.rounds} interleaved rounds, "
           f"interval {args.interval} B, median CPU seconds (user+sys)")
     print(f"{'program':14} " + " ".join(f"{name:>12}" for name, _ in cfgs))
@@ -69,7 +109,8 @@ def main():
         times = {c: [] for c, _ in cfgs}
         for _ in range(args.rounds):
             for cname, copts in cfgs:
-                times[cname].append(run_once([args.minivm, *copts, path, *pargs]))
+                times[cname].append(run_once([args.minivm, *args.vm_arg, *copts, path,
+                                              *(overrides[name].split() if name in overrides else pargs)]))
         med = {c: statistics.median(v) for c, v in times.items()}
         print(f"{name:14} " + " ".join(f"{med[c]:12.3f}" for c, _ in cfgs))
         print(f"{'  ratio':14} " + " ".join(f"{med[c] / med['off']:12.4f}" for c, _ in cfgs))

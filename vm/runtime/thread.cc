@@ -27,12 +27,13 @@ void* ReserveOrDie(size_t bytes, const char* what) {
 // Native stack kept free below the limit: room for the interpreter, a
 // built-in, the runtime's slow paths (a collection, an agent callback with
 // its stack walk) after the last compiled frame. Sanitizer builds use far
-// bigger frames.
+// bigger frames, so they keep a quarter of the stack.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr size_t kNativeStackReserve = size_t{4} << 20;
+constexpr bool kSanitized = true;
 #else
-constexpr size_t kNativeStackReserve = size_t{512} << 10;
+constexpr bool kSanitized = false;
 #endif
+constexpr size_t kNativeStackReserve = size_t{512} << 10;
 
 }  // namespace
 
@@ -44,13 +45,13 @@ void VMThread::SetNativeStackLimit() {
     pthread_attr_getstack(&attr, &low, &size);
     pthread_attr_destroy(&attr);
   }
-  const auto bottom = reinterpret_cast<uintptr_t>(low);
-  if (low == nullptr || size <= 2 * kNativeStackReserve) {
+  const size_t reserve = kSanitized ? size / 4 : kNativeStackReserve;
+  if (low == nullptr || size < 2 * reserve) {
     // Unknown or tiny stack: never enter compiled code from this thread.
     native_stack_limit = UINTPTR_MAX;
     return;
   }
-  native_stack_limit = bottom + kNativeStackReserve;
+  native_stack_limit = reinterpret_cast<uintptr_t>(low) + reserve;
 }
 
 VMThread::VMThread(VM* vm_in, int index_in, std::string name_in, size_t stack_depth, Rng rng_in)
