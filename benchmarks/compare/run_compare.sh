@@ -68,18 +68,8 @@ for p in binary_trees alloc_threads; do
 done
 
 # --- helpers ---------------------------------------------------------------
-# median_seconds CMD...: median whole-process wall time of RUNS runs.
-median_seconds() {
-  local start end
-  local -a t=()
-  for ((r = 0; r < RUNS; r++)); do
-    start=$(date +%s%N)
-    "$@" >/dev/null 2>&1
-    end=$(date +%s%N)
-    t+=($((end - start)))
-  done
-  printf '%s\n' "${t[@]}" | sort -n | awk '{ a[NR] = $1 } END { printf "%.3f\n", a[int((NR + 1) / 2)] / 1e9 }'
-}
+# median_seconds, same_output, ratio
+source "$HERE/../lib.sh"
 
 # timed_log OUT CMD...: runs CMD once with stdout+stderr to OUT; prints wall s.
 timed_log() {
@@ -91,20 +81,9 @@ timed_log() {
   awk -v ns=$((end - start)) 'BEGIN { printf "%.3f\n", ns / 1e9 }'
 }
 
-# same_output NAME REF CMD...: CMD's stdout must equal file REF.
-same_output() {
-  local name=$1 ref=$2
-  shift 2
-  if ! "$@" 2>/dev/null | cmp -s - "$ref"; then
-    echo "OUTPUT MISMATCH: $name differs from minivm's output" >&2
-    status=1
-  fi
-}
-
 # median: the median of the numbers on stdin, one a line.
 median() { sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print 0 }'; }
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 # Sums of stop-the-world pause milliseconds in each runtime's GC log.
 mv_pause_ms() { awk '/^\[gc\]/ { s += $NF + 0; n++ } END { printf "%.1f %d\n", s, n }' "$1"; }

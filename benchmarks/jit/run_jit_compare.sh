@@ -46,27 +46,8 @@ for src in "$HERE/alloc_loop.go" "$HERE/fib.go" "$HERE/../compare/binary_trees.g
   (cd "$TMP/go" && GOCACHE=$TMP/gocache GO111MODULE=off "$GO" build -o "$name" "$src")
 done
 
-median_seconds() {
-  local start end
-  local -a t=()
-  for ((r = 0; r < RUNS; r++)); do
-    start=$(date +%s%N)
-    "$@" >/dev/null 2>&1
-    end=$(date +%s%N)
-    t+=($((end - start)))
-  done
-  printf '%s\n' "${t[@]}" | sort -n | awk '{ a[NR] = $1 } END { printf "%.3f\n", a[int((NR + 1) / 2)] / 1e9 }'
-}
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 status=0
-same_output() {
-  local name=$1 ref=$2
-  shift 2
-  if ! "$@" 2>/dev/null | cmp -s - "$ref"; then
-    echo "OUTPUT MISMATCH: $name differs from minivm's output" >&2
-    status=1
-  fi
-}
+source "$HERE/../lib.sh"  # median_seconds, same_output, ratio
 
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "minivm: $MINIVM ($("$MV" --version 2>&1 | head -1)); java: $("$JAVA" -version 2>&1 | head -1); go: $("$GO" version)"
@@ -120,7 +101,7 @@ echo "== compile time per function (--jit=eager --verbose:jit; -O2 IR pipeline +
 : >"$TMP/ms"
 for p in "$HERE"/*.mv "$HERE"/../programs/*.mv "$HERE"/../../examples/programs/*.mv; do
   "$MV" --jit=eager --verbose:jit "$p" 1 2>&1 >/dev/null |
-    sed -n 's/^\[jit\] compiled .* (\([0-9]*\) bytes of bytecode) in \([0-9.]*\)ms$/\1 \2/p' >>"$TMP/ms" || true
+    sed -n 's/^\[jit\] compiled .* (\([0-9]*\) bytes of bytecode) in \([0-9.]*\)ms.*$/\1 \2/p' >>"$TMP/ms" || true
 done
 sort -k2 -g "$TMP/ms" | awk '{ b[NR] = $1; t[NR] = $2; sb += $1; st += $2 }
   END { printf "%d functions, %d bytes of bytecode: median %.2f ms, mean %.2f ms, max %.2f ms (%.1f us per bytecode byte)\n",

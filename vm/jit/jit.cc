@@ -207,8 +207,8 @@ bool Jit::Compile(const Function* fn) {
   ++impl_->stats.compiled;
   impl_->stats.total_ms += ms;
   if (impl_->config.verbose) {
-    absl::FPrintF(impl_->config.log, "[jit] compiled %s (%d bytes of bytecode) in %.3fms\n",
-                  fn->name, fn->code.size(), ms);
+    absl::FPrintF(impl_->config.log, "[jit] compiled %s (%d bytes of bytecode) in %.3fms at %p\n",
+                  fn->name, fn->code.size(), ms, address->toPtr<void*>());
   }
   return true;
 }
