@@ -10,7 +10,8 @@
 //  2. Optimisation: LLVM's standard per-module pipeline at -O2 (SROA/mem2reg
 //     turn the slot allocas into registers; GVN, LICM and instcombine clean
 //     up the tag tests), then CodeGen at -O2 through LLJIT's default
-//     IRCompileLayer. About 1–4 ms per function here (docs/performance.md).
+//     IRCompileLayer. Milliseconds to a few tens of milliseconds per
+//     function (docs/performance.md, "JIT tier"), on the background thread.
 //  3. One background thread compiles queued Functions in FIFO order
 //     (--jit=auto). It never touches the heap (it reads bytecode, inline
 //     caches and Klass pointers, none of which move), so it is not a mutator
