@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -20,6 +21,11 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free, "32-bit atomics must b
 static_assert(sizeof(std::atomic<uint64_t>) == 8 && alignof(std::atomic<uint64_t>) == 8);
 static_assert(std::is_standard_layout_v<Meta>);
 static_assert(sizeof(Meta) <= kPageBytes, "Meta must fit its page");
+// The offsets docs/collector.md and tests/collector/run_collector_tests.py use.
+static_assert(offsetof(Meta, ring_bytes) == 8 && offsetof(Meta, write_pos) == 64 &&
+              offsetof(Meta, read_pos) == 128 && offsetof(Meta, reader_idle) == 192 &&
+              offsetof(Meta, shutting_down) == 196 && offsetof(Meta, dropped_records) == 256 &&
+              offsetof(Meta, dropped_samples) == 264 && offsetof(Meta, dropped_bytes) == 272);
 
 namespace {
 
