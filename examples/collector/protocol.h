@@ -41,7 +41,7 @@ constexpr char kEndByte = 'E';
 constexpr uint64_t kPageBytes = 4096;
 constexpr uint64_t kMinRingBytes = 4096;
 constexpr uint64_t kMaxRingBytes = uint64_t{256} << 20;
-constexpr uint64_t kDefaultRingBytes = uint64_t{1} << 20;
+constexpr uint64_t kDefaultRingBytes = uint64_t{4} << 20;
 
 inline bool ValidRingBytes(uint64_t n) {
   return n >= kMinRingBytes && n <= kMaxRingBytes && (n & (n - 1)) == 0;

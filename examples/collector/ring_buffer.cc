@@ -132,7 +132,7 @@ RingWriter::RingWriter(SharedRing* ring)
     : meta_(ring->meta()),
       data_(ring->data()),
       ring_bytes_(ring->ring_bytes()),
-      wake_threshold_(ring->ring_bytes() / 4) {}
+      wake_threshold_(WakeThreshold(ring->ring_bytes())) {}
 
 bool RingWriter::Reserve(RecordType type, uint64_t payload_bytes, Slot* slot) {
   const uint64_t need = AlignUp8(kHeaderBytes + payload_bytes);
@@ -262,10 +262,12 @@ RingReader::Status RingReader::Next(bool writer_gone, uint16_t* type,
 
 bool RingReader::PrepareToSleep() {
   meta_->reader_idle.store(1, std::memory_order_relaxed);
-  // Pairs with the fence in RingWriter::Commit (design point 6).
+  // Pairs with the fence in RingWriter::Commit (design point 6): either the
+  // writers see the flag and wake us at the threshold, or we see that the
+  // threshold is already reached and stay up.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  const uint64_t h = HeaderAt(data_, ring_bytes_, read_pos_)->load(std::memory_order_relaxed);
-  if (HeaderCommitted(h) && meta_->write_pos.load(std::memory_order_relaxed) != read_pos_) {
+  const uint64_t used = meta_->write_pos.load(std::memory_order_relaxed) - read_pos_;
+  if (used >= WakeThreshold(ring_bytes_) && used <= ring_bytes_) {
     MarkBusy();
     return false;
   }

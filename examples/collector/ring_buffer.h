@@ -40,14 +40,17 @@
 //     writer keeps the reserved range inside the double mapping whatever
 //     Meta says, so a collector cannot make it write out of bounds either.
 //  6. Wake-ups (heapprofd's reader_paused). The reader drains on a timer
-//     (the collector's tick) and, before it sleeps, sets Meta::reader_idle.
-//     A writer that commits while reader_idle is set and the buffer is at
-//     least a quarter full clears the flag (exchange: one writer wins) and
-//     sends one kWakeByte. So an allocating thread makes a system call only
-//     when the collector is asleep and the buffer is filling, never per
-//     record. Both sides put a seq_cst fence between their store (idle flag,
-//     commit) and their load (commit, idle flag), so a reader going to sleep
-//     and a writer committing cannot both miss each other.
+//     (the collector's tick) and, when it has caught up, sets
+//     Meta::reader_idle and sleeps unless the buffer already holds
+//     WakeThreshold bytes (an eighth of it). A writer that commits while
+//     reader_idle is set and the buffer holds at least that much clears the
+//     flag (exchange: one writer wins) and sends one kWakeByte. So an
+//     allocating thread makes a system call only when the collector is
+//     asleep and the buffer is filling, never per record, and the collector
+//     does not spin on a trickle of records either. Both sides put a seq_cst
+//     fence between their store (idle flag, commit) and their load (fill
+//     level), so a reader going to sleep and a writer committing cannot both
+//     miss each other.
 //  7. Death. A writer that dies between reserve and commit leaves a header
 //     with a size and no commit bit (a torn record), or, in the instant
 //     between its CAS and its first header store, a zero header. Once the
@@ -97,6 +100,9 @@ struct Meta {
   std::atomic<uint64_t> dropped_samples;  // sampled allocations not reported
   std::atomic<uint64_t> dropped_bytes;    // record bytes
 };
+
+// The fill level (bytes in use) at which a sleeping reader wants a wake-up.
+inline uint64_t WakeThreshold(uint64_t ring_bytes) { return ring_bytes / 8; }
 
 // A mapped ring (either side). Owns the fd and the mapping.
 class SharedRing {
@@ -171,8 +177,9 @@ class RingReader {
   // waited for, and a zero header ends the reading (its bytes counted).
   Status Next(bool writer_gone, uint16_t* type, std::vector<uint8_t>* payload,
               std::string* error);
-  // Marks the reader idle. False if a record arrived meanwhile (the flag is
-  // cleared again and the caller should keep reading); true: sleep.
+  // Marks the reader idle. False if the ring already holds WakeThreshold
+  // bytes (the flag is cleared again and the caller should keep reading);
+  // true: sleep until a wake-up byte or the next tick.
   bool PrepareToSleep();
   // Clears the idle flag (draining: writers need not wake us).
   void MarkBusy();

@@ -94,9 +94,12 @@ bool Session::Full(size_t table_size, const char* what, std::string* error) cons
 
 uint32_t Session::Symbol(bool is_class, uint64_t id) {
   auto& index = is_class ? class_symbols_ : thread_symbols_;
-  auto [it, added] = index.emplace(id, static_cast<uint32_t>(symbols_.size()));
-  if (added) symbols_.push_back(SymbolKey{is_class, id});
-  return it->second;
+  // find() first: emplace() would allocate a node for every record.
+  if (auto it = index.find(id); it != index.end()) return it->second;
+  const auto sym = static_cast<uint32_t>(symbols_.size());
+  index.emplace(id, sym);
+  symbols_.push_back(SymbolKey{is_class, id});
+  return sym;
 }
 
 bool Session::ApplyAlloc(const uint8_t* p, size_t bytes, std::string* error) {
@@ -126,20 +129,30 @@ bool Session::ApplyAlloc(const uint8_t* p, size_t bytes, std::string* error) {
                                                          error)) {
     return false;
   }
-  std::vector<uint32_t> frame_ids(rec.frame_count);
+  // Lookups before inserts, into reused buffers: this runs once per sample
+  // of every VM, and emplace() would allocate a node each time.
+  std::vector<uint32_t>& frame_ids = scratch_frames_;
+  frame_ids.resize(rec.frame_count);
   for (uint32_t i = 0; i < rec.frame_count; ++i) {
     const auto f = Load<FrameRecord>(p + sizeof(AllocRecord) + i * sizeof(FrameRecord));
     const FrameKey key{f.method, f.location};
-    auto [it, added] = frame_index_.emplace(key, static_cast<uint32_t>(frames_.size()));
-    if (added) frames_.push_back(key);
+    auto it = frame_index_.find(key);
+    if (it == frame_index_.end()) {
+      it = frame_index_.emplace(key, static_cast<uint32_t>(frames_.size())).first;
+      frames_.push_back(key);
+    }
     frame_ids[i] = it->second;
   }
   uint32_t stack = 0;  // no frames: the "<unknown>" stack
   if (!frame_ids.empty()) {
-    std::string raw(reinterpret_cast<const char*>(frame_ids.data()),
-                    frame_ids.size() * sizeof(uint32_t));
-    auto [it, added] = stack_index_.emplace(std::move(raw), static_cast<uint32_t>(stacks_.size()));
-    if (added) stacks_.push_back(std::move(frame_ids));
+    std::string& raw = scratch_key_;
+    raw.assign(reinterpret_cast<const char*>(frame_ids.data()),
+               frame_ids.size() * sizeof(uint32_t));
+    auto it = stack_index_.find(raw);
+    if (it == stack_index_.end()) {
+      it = stack_index_.emplace(raw, static_cast<uint32_t>(stacks_.size())).first;
+      stacks_.push_back(frame_ids);
+    }
     stack = it->second;
   }
   heapprof::SiteKey key{stack, Symbol(true, rec.klass), Symbol(false, rec.thread)};

@@ -99,6 +99,8 @@ class Session {
   std::unordered_map<FrameKey, int32_t, FrameKeyHash> lines_;
   std::unordered_map<uint64_t, std::string> class_names_;
   std::unordered_map<uint64_t, std::string> thread_names_;
+  std::vector<uint32_t> scratch_frames_;  // ApplyAlloc's buffers, reused
+  std::string scratch_key_;
 };
 
 // `s` with control characters, and bytes that are not valid UTF-8, replaced

@@ -277,23 +277,29 @@ TEST(Ring, WakeOnlyWhenIdleAndFillingAndOnce) {
   auto ring = MakeRing(4096);
   RingWriter w(ring.get());
   RingReader r(ring.get());
-  std::vector<uint8_t> p(504);  // 512-byte records: the threshold (1024) after two
+  std::vector<uint8_t> p(248);  // 256-byte records: the threshold (512) after two
   bool wake = false;
   ASSERT_TRUE(w.Write(kFree, p.data(), p.size(), &wake));
   EXPECT_FALSE(wake);  // the reader is not idle
-  // A committed record is waiting: the reader must not go to sleep.
+  // Below the threshold the reader may sleep (its tick will come)...
+  EXPECT_TRUE(r.PrepareToSleep());
+  r.MarkBusy();
+  ASSERT_TRUE(w.Write(kFree, p.data(), p.size(), &wake));
+  EXPECT_FALSE(wake);
+  // ...at it, it must not: no writer would wake it.
   EXPECT_FALSE(r.PrepareToSleep());
   EXPECT_EQ(ring->meta()->reader_idle.load(), 0u);
   uint16_t type;
   std::vector<uint8_t> got;
   std::string error;
   ASSERT_EQ(r.Next(false, &type, &got, &error), RingReader::Status::kRecord);
+  ASSERT_EQ(r.Next(false, &type, &got, &error), RingReader::Status::kRecord);
   EXPECT_TRUE(r.PrepareToSleep());
   EXPECT_EQ(ring->meta()->reader_idle.load(), 1u);
   ASSERT_TRUE(w.Write(kFree, p.data(), p.size(), &wake));
-  EXPECT_FALSE(wake);  // idle, but the buffer is only an eighth full
+  EXPECT_FALSE(wake);  // idle, but the buffer is only a sixteenth full
   ASSERT_TRUE(w.Write(kFree, p.data(), p.size(), &wake));
-  EXPECT_TRUE(wake);   // a quarter full: wake it, once
+  EXPECT_TRUE(wake);   // an eighth full: wake it, once
   EXPECT_EQ(ring->meta()->reader_idle.load(), 0u);
   wake = false;
   ASSERT_TRUE(w.Write(kFree, p.data(), p.size(), &wake));
