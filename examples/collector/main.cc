@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
     }
   }
   if (o.socket_path.empty() || o.out_dir.empty()) {
-    std::fprintf(stderr, "minivm-collector: --socket and --out are required\n%s", kUsage);
+    std::fprintf(stderr, "minivm-collector: --socket and --out are required (see --help)\n");
     return 2;
   }
   // Before any thread exists, so that every thread inherits the mask and the
