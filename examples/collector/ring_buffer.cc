@@ -149,8 +149,10 @@ bool RingWriter::Reserve(RecordType type, uint64_t payload_bytes, Slot* slot) {
       break;
     }
     // read_pos only grows, so the check above stays true if write_pos is
-    // still w. On failure w is reloaded and the check redone.
-    if (meta_->write_pos.compare_exchange_weak(w, w + need, std::memory_order_relaxed,
+    // still w. On failure w is reloaded and the check redone. seq_cst on
+    // success: one half of the wake-up handshake (design point 6; a locked
+    // instruction on x86 whatever the order).
+    if (meta_->write_pos.compare_exchange_weak(w, w + need, std::memory_order_seq_cst,
                                                std::memory_order_relaxed)) {
       break;
     }
@@ -174,9 +176,10 @@ bool RingWriter::Reserve(RecordType type, uint64_t payload_bytes, Slot* slot) {
 
 bool RingWriter::Commit(const Slot& slot) {
   slot.header->store(slot.header_value | kCommitBit, std::memory_order_release);
-  // Pairs with the fence in RingReader::PrepareToSleep (design point 6).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (meta_->reader_idle.load(std::memory_order_relaxed) == 0) return false;
+  // seq_cst, after the seq_cst CAS that reserved this record: against the
+  // reader's seq_cst store of the flag and load of write_pos, either it saw
+  // our reservation or we see its flag (design point 6).
+  if (meta_->reader_idle.load(std::memory_order_seq_cst) == 0) return false;
   const uint64_t used = slot.end - meta_->read_pos.load(std::memory_order_relaxed);
   if (used < wake_threshold_) return false;  // the reader's timer will do
   return meta_->reader_idle.exchange(0, std::memory_order_acq_rel) != 0;
@@ -261,17 +264,19 @@ RingReader::Status RingReader::Next(bool writer_gone, uint16_t* type,
 }
 
 bool RingReader::PrepareToSleep() {
-  meta_->reader_idle.store(1, std::memory_order_relaxed);
-  // Pairs with the fence in RingWriter::Commit (design point 6): either the
-  // writers see the flag and wake us at the threshold, or we see that the
-  // threshold is already reached and stay up.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  const uint64_t used = meta_->write_pos.load(std::memory_order_relaxed) - read_pos_;
-  if (used >= WakeThreshold(ring_bytes_) && used <= ring_bytes_) {
-    MarkBusy();
-    return false;
-  }
-  return true;
+  // seq_cst store, then seq_cst load (design point 6): either the writers see
+  // the flag and wake us at the threshold, or we see that their
+  // reservations already reach it.
+  meta_->reader_idle.store(1, std::memory_order_seq_cst);
+  const uint64_t used = meta_->write_pos.load(std::memory_order_seq_cst) - read_pos_;
+  if (used < WakeThreshold(ring_bytes_) || used > ring_bytes_) return true;
+  // Stay up only if the head record is readable: one still being written
+  // (or abandoned by a hostile client) must not make the collector spin; its
+  // writer wakes us when it commits, or the next tick does.
+  const uint64_t h = HeaderAt(data_, ring_bytes_, read_pos_)->load(std::memory_order_acquire);
+  if (!HeaderCommitted(h)) return true;
+  MarkBusy();
+  return false;
 }
 
 void RingReader::MarkBusy() {

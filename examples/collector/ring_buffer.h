@@ -47,10 +47,14 @@
 //     flag (exchange: one writer wins) and sends one kWakeByte. So an
 //     allocating thread makes a system call only when the collector is
 //     asleep and the buffer is filling, never per record, and the collector
-//     does not spin on a trickle of records either. Both sides put a seq_cst
-//     fence between their store (idle flag, commit) and their load (fill
-//     level), so a reader going to sleep and a writer committing cannot both
-//     miss each other.
+//     does not spin on a trickle of records either. The handshake is four
+//     seq_cst operations (not fences, which TSan cannot check): the writer's
+//     reserving CAS on write_pos then its load of reader_idle, the reader's
+//     store of reader_idle then its load of write_pos. In their single total
+//     order either the reader sees the reservation and stays up, or the
+//     writer sees the flag. (If the reservation is seen but its record is
+//     not yet committed, the reader sleeps rather than spin; the wake-up can
+//     then be late by at most one tick.)
 //  7. Death. A writer that dies between reserve and commit leaves a header
 //     with a size and no commit bit (a torn record), or, in the instant
 //     between its CAS and its first header store, a zero header. Once the
