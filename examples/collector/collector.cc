@@ -124,7 +124,8 @@ void Collector::Accept() {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) Log(std::string("accept: ") + std::strerror(errno));
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        Log(std::string("accept: ") + std::strerror(errno));
       return;
     }
     auto c = std::make_unique<Client>();
@@ -137,8 +138,8 @@ void Collector::Accept() {
     int64_t connected = 0;
     for (const auto& other : clients_) connected += other->fd >= 0;
     if (connected >= options_.max_clients) {
-      c->refuse = "too many VMs connected (--max-clients=" + std::to_string(options_.max_clients) +
-                  ")";
+      c->refuse =
+          "too many VMs connected (--max-clients=" + std::to_string(options_.max_clients) + ")";
     }
     clients_.push_back(std::move(c));
   }
@@ -177,8 +178,7 @@ void Collector::HandleHello(Client* c) {
     return Refuse(c, "not a minivm remote agent hello (" + std::to_string(n) + " bytes)");
   }
   if (h.version != kVersion) {
-    return Refuse(c, "protocol version " + U(h.version) + ", this collector speaks " +
-                         U(kVersion));
+    return Refuse(c, "protocol version " + U(h.version) + ", this collector speaks " + U(kVersion));
   }
   if (h.interval < 0 || h.interval > INT32_MAX) {
     return Refuse(c, "bad sampling interval " + std::to_string(h.interval));
@@ -263,13 +263,12 @@ void Collector::Dump(Client* c, const std::string& why, bool final) {
   const uint64_t dropped = m->dropped_records.load(std::memory_order_relaxed);
   const uint64_t dropped_samples = m->dropped_samples.load(std::memory_order_relaxed);
   std::vector<std::string> comments = {
-      "minivm-collector: VM pid " + std::to_string(c->pid) + ", connection " +
-          U(c->connection) + ", sampling interval " + std::to_string(c->session->interval()) +
-          " bytes",
-      "records received: " + U(s.records) + " (samples " + U(s.samples) + ", frees " +
-          U(s.frees) + ", promotions " + U(s.promotes) + ")",
-      "records dropped by the VM (ring buffer full): " + U(dropped) + " (samples lost: " +
-          U(dropped_samples) + ")",
+      "minivm-collector: VM pid " + std::to_string(c->pid) + ", connection " + U(c->connection) +
+          ", sampling interval " + std::to_string(c->session->interval()) + " bytes",
+      "records received: " + U(s.records) + " (samples " + U(s.samples) + ", frees " + U(s.frees) +
+          ", promotions " + U(s.promotes) + ")",
+      "records dropped by the VM (ring buffer full): " + U(dropped) +
+          " (samples lost: " + U(dropped_samples) + ")",
   };
   std::string name;
   if (final) {
@@ -293,8 +292,8 @@ void Collector::Dump(Client* c, const std::string& why, bool final) {
     return;
   }
   c->records_at_last_dump = s.records;
-  Log("wrote " + path + " (" + (final ? "final: " : "") + why + "; " + U(s.samples) +
-      " samples, " + U(dropped) + " records dropped)");
+  Log("wrote " + path + " (" + (final ? "final: " : "") + why + "; " + U(s.samples) + " samples, " +
+      U(dropped) + " records dropped)");
 }
 
 void Collector::Finish(Client* c, const std::string& why) {
@@ -343,7 +342,8 @@ int Collector::Run() {
         if (c->active && !c->reader->PrepareToSleep()) busy = true;
       }
     }
-    int timeout = busy ? 0 : static_cast<int>(std::max<int64_t>(0, (wake - now + 999999) / 1000000));
+    int timeout =
+        busy ? 0 : static_cast<int>(std::max<int64_t>(0, (wake - now + 999999) / 1000000));
     fds.clear();
     fds.push_back({signal_fd_, POLLIN, 0});
     fds.push_back({listen_fd_, POLLIN, 0});

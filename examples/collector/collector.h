@@ -75,7 +75,7 @@ class Collector {
     int fd = -1;
     uint32_t connection = 0;
     pid_t pid = 0;
-    bool active = false;  // handshake done
+    bool active = false;      // handshake done
     int64_t deadline_ns = 0;  // of the handshake
     std::string refuse;       // refuse at hello time (too many clients)
     std::unique_ptr<SharedRing> ring;

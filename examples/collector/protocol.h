@@ -56,10 +56,10 @@ constexpr uint32_t kMaxNameBytes = 4096;
 struct Hello {  // agent -> collector
   uint32_t magic;
   uint32_t version;
-  uint32_t pid;        // informational: the collector names files by SO_PEERCRED's pid
-  uint32_t reserved;   // 0
-  int64_t interval;    // the sampling interval in force at connection (bytes)
-  uint64_t ring_bytes; // the data-area size wanted; 0: the collector's default
+  uint32_t pid;         // informational: the collector names files by SO_PEERCRED's pid
+  uint32_t reserved;    // 0
+  int64_t interval;     // the sampling interval in force at connection (bytes)
+  uint64_t ring_bytes;  // the data-area size wanted; 0: the collector's default
 };
 
 enum WelcomeStatus : uint32_t {
@@ -70,10 +70,10 @@ enum WelcomeStatus : uint32_t {
 struct Welcome {  // collector -> agent; with the memfd iff status == kAccepted
   uint32_t magic;
   uint32_t version;
-  uint32_t status;       // WelcomeStatus
-  uint32_t connection;   // the collector's connection number (1, 2, ...)
-  uint64_t ring_bytes;   // the data-area size of the ring it hands over
-  char reason[112];      // NUL-terminated, when refused
+  uint32_t status;      // WelcomeStatus
+  uint32_t connection;  // the collector's connection number (1, 2, ...)
+  uint64_t ring_bytes;  // the data-area size of the ring it hands over
+  char reason[112];     // NUL-terminated, when refused
 };
 
 static_assert(sizeof(Hello) == 32 && std::is_trivially_copyable_v<Hello>);
@@ -125,8 +125,8 @@ constexpr uint16_t kMaxRecordType = kThread;
 // object (0: untagged, no free or promote will follow).
 struct AllocRecord {
   uint64_t tag;
-  uint64_t size;         // object bytes
-  double weight;         // Horvitz-Thompson bytes this sample stands for
+  uint64_t size;  // object bytes
+  double weight;  // Horvitz-Thompson bytes this sample stands for
   uint64_t klass;
   uint32_t thread;
   uint32_t frame_count;  // FrameRecords follow, innermost first

@@ -200,10 +200,7 @@ void RingWriter::CountDroppedSample() {
 // ---- RingReader ------------------------------------------------------------
 
 RingReader::RingReader(SharedRing* ring)
-    : meta_(ring->meta()),
-      data_(ring->data()),
-      ring_bytes_(ring->ring_bytes()),
-      read_pos_(0) {}
+    : meta_(ring->meta()), data_(ring->data()), ring_bytes_(ring->ring_bytes()), read_pos_(0) {}
 
 void RingReader::Consume(uint64_t size) {
   // Zero before publishing: a writer that reserves these bytes later must
@@ -213,8 +210,8 @@ void RingReader::Consume(uint64_t size) {
   meta_->read_pos.store(read_pos_, std::memory_order_release);
 }
 
-RingReader::Status RingReader::Next(bool writer_gone, uint16_t* type,
-                                    std::vector<uint8_t>* payload, std::string* error) {
+RingReader::Status RingReader::Next(bool writer_gone, uint16_t* type, std::vector<uint8_t>* payload,
+                                    std::string* error) {
   for (;;) {
     std::atomic<uint64_t>* hp = HeaderAt(data_, ring_bytes_, read_pos_);
     const uint64_t h = hp->load(std::memory_order_acquire);

@@ -101,8 +101,8 @@ struct Meta {
 
   // Writers: counts of what the buffer had no room for (relaxed adds).
   alignas(64) std::atomic<uint64_t> dropped_records;  // records of any type
-  std::atomic<uint64_t> dropped_samples;  // sampled allocations not reported
-  std::atomic<uint64_t> dropped_bytes;    // record bytes
+  std::atomic<uint64_t> dropped_samples;              // sampled allocations not reported
+  std::atomic<uint64_t> dropped_bytes;                // record bytes
 };
 
 // The fill level (bytes in use) at which a sleeping reader wants a wake-up.
@@ -142,10 +142,10 @@ class RingWriter {
   explicit RingWriter(SharedRing* ring);
 
   struct Slot {
-    uint8_t* payload;              // payload_bytes, contiguous
+    uint8_t* payload;  // payload_bytes, contiguous
     std::atomic<uint64_t>* header;
-    uint64_t header_value;         // size and type, without the commit bit
-    uint64_t end;                  // position just past the record
+    uint64_t header_value;  // size and type, without the commit bit
+    uint64_t end;           // position just past the record
   };
   // Reserves a record with room for payload_bytes. False if the buffer has
   // no room (the record is counted as dropped); never waits.
@@ -179,8 +179,7 @@ class RingReader {
   // Takes the next committed record. With writer_gone (the client's process
   // has closed its end), torn records are skipped and counted instead of
   // waited for, and a zero header ends the reading (its bytes counted).
-  Status Next(bool writer_gone, uint16_t* type, std::vector<uint8_t>* payload,
-              std::string* error);
+  Status Next(bool writer_gone, uint16_t* type, std::vector<uint8_t>* payload, std::string* error);
   // Marks the reader idle. False if the ring already holds WakeThreshold
   // bytes (the flag is cleared again and the caller should keep reading);
   // true: sleep until a wake-up byte or the next tick.

@@ -125,8 +125,8 @@ bool Session::ApplyAlloc(const uint8_t* p, size_t bytes, std::string* error) {
   }
   // Check the table limits before changing anything (design point 1).
   if (Full(frames_.size() + rec.frame_count, "frames", error) ||
-      Full(stacks_.size() + 1, "stacks", error) || Full(symbols_.size() + 2, "classes and threads",
-                                                         error)) {
+      Full(stacks_.size() + 1, "stacks", error) ||
+      Full(symbols_.size() + 2, "classes and threads", error)) {
     return false;
   }
   // Lookups before inserts, into reused buffers: this runs once per sample
@@ -156,8 +156,7 @@ bool Session::ApplyAlloc(const uint8_t* p, size_t bytes, std::string* error) {
     stack = it->second;
   }
   heapprof::SiteKey key{stack, Symbol(true, rec.klass), Symbol(false, rec.thread)};
-  data_.RecordAlloc(static_cast<int64_t>(rec.tag), key, rec.weight,
-                    static_cast<int64_t>(rec.size));
+  data_.RecordAlloc(static_cast<int64_t>(rec.tag), key, rec.weight, static_cast<int64_t>(rec.size));
   stats_.samples++;
   return true;
 }

@@ -79,7 +79,8 @@ TEST(Ring, FullBufferDropsExactlyWhatDoesNotFit) {
   const auto payload = Pattern(1, 0, 100);  // records of AlignUp8(108) = 112 bytes
   int written = 0, attempts = 100;
   bool wake = false;
-  for (int i = 0; i < attempts; ++i) written += w.Write(kFree, payload.data(), payload.size(), &wake);
+  for (int i = 0; i < attempts; ++i)
+    written += w.Write(kFree, payload.data(), payload.size(), &wake);
   EXPECT_EQ(written, 4096 / 112);
   EXPECT_EQ(ring->meta()->dropped_records.load(), uint64_t(attempts - written));
   EXPECT_EQ(ring->meta()->dropped_bytes.load(), uint64_t(attempts - written) * 112);
@@ -187,8 +188,7 @@ TEST(Ring, ConcurrentWritersAndReader) {
   }
   for (auto& t : writers) t.join();
   EXPECT_EQ(received, written.load());
-  EXPECT_EQ(written.load() + ring->meta()->dropped_records.load(),
-            uint64_t(kWriters) * kPerWriter);
+  EXPECT_EQ(written.load() + ring->meta()->dropped_records.load(), uint64_t(kWriters) * kPerWriter);
   std::printf("received %llu, dropped %llu, wake-ups %llu\n",
               static_cast<unsigned long long>(received),
               static_cast<unsigned long long>(ring->meta()->dropped_records.load()),
@@ -299,7 +299,7 @@ TEST(Ring, WakeOnlyWhenIdleAndFillingAndOnce) {
   ASSERT_TRUE(w.Write(kFree, p.data(), p.size(), &wake));
   EXPECT_FALSE(wake);  // idle, but the buffer is only a sixteenth full
   ASSERT_TRUE(w.Write(kFree, p.data(), p.size(), &wake));
-  EXPECT_TRUE(wake);   // an eighth full: wake it, once
+  EXPECT_TRUE(wake);  // an eighth full: wake it, once
   EXPECT_EQ(ring->meta()->reader_idle.load(), 0u);
   wake = false;
   ASSERT_TRUE(w.Write(kFree, p.data(), p.size(), &wake));

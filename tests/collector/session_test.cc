@@ -26,7 +26,9 @@ std::vector<uint8_t> Bytes(const T& v) {
   return out;
 }
 
-void Append(std::vector<uint8_t>* out, const std::string& s) { out->insert(out->end(), s.begin(), s.end()); }
+void Append(std::vector<uint8_t>* out, const std::string& s) {
+  out->insert(out->end(), s.begin(), s.end());
+}
 
 void Pad(std::vector<uint8_t>* p) {
   while (p->size() % 8 != 0) p->push_back(0);
@@ -65,7 +67,7 @@ std::vector<uint8_t> Alloc(uint64_t tag, uint64_t size, double weight, uint64_t 
 
 struct Decoded {
   std::vector<std::string> strings;
-  std::vector<std::vector<int64_t>> values;  // per sample
+  std::vector<std::vector<int64_t>> values;                      // per sample
   std::vector<std::vector<std::pair<int64_t, int64_t>>> labels;  // (key, str or num)
   std::vector<int64_t> comments;
 };
@@ -240,9 +242,9 @@ TEST(SanitizeName, KeepsUtf8ReplacesTheRest) {
   EXPECT_EQ(SanitizeName("a\nb\tc\x7f"), "a?b?c?");
   EXPECT_EQ(SanitizeName("caf\xc3\xa9.mv"), "caf\xc3\xa9.mv");
   EXPECT_EQ(SanitizeName("\xe2\x82\xac"), "\xe2\x82\xac");
-  EXPECT_EQ(SanitizeName("\xff\xc3"), "??");            // invalid byte, truncated sequence
-  EXPECT_EQ(SanitizeName("\xc0\xaf"), "??");            // overlong '/'
-  EXPECT_EQ(SanitizeName("\xed\xa0\x80"), "???");       // a surrogate
+  EXPECT_EQ(SanitizeName("\xff\xc3"), "??");       // invalid byte, truncated sequence
+  EXPECT_EQ(SanitizeName("\xc0\xaf"), "??");       // overlong '/'
+  EXPECT_EQ(SanitizeName("\xed\xa0\x80"), "???");  // a surrogate
   EXPECT_EQ(SanitizeName(std::string("a\0b", 3)), "a?b");
 }
 

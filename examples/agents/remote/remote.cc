@@ -80,7 +80,7 @@ struct Config {
   std::string socket;
   int64_t interval = -1;  // -1: the VM's
   int64_t depth = 64;
-  int64_t buffer = 0;     // 0: the collector's default
+  int64_t buffer = 0;  // 0: the collector's default
 };
 
 // A key of the sent set: (method, location) for a line, (method,
@@ -95,8 +95,8 @@ struct Key {
 };
 struct KeyHash {
   size_t operator()(const Key& k) const {
-    return static_cast<size_t>((k.a ^ static_cast<uint64_t>(k.b) * 0x9e3779b97f4a7c15ull) *
-                               0xbf58476d1ce4e5b9ull >> 16);
+    return static_cast<size_t>(
+        (k.a ^ static_cast<uint64_t>(k.b) * 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull >> 16);
   }
 };
 
@@ -107,9 +107,7 @@ thread_local Key tl_sent_cache[1 << kCacheBits];
 thread_local uint32_t tl_thread_id = 0;  // 0: not assigned
 thread_local bool tl_thread_sent = false;
 
-Key& CacheSlot(const Key& k) {
-  return tl_sent_cache[KeyHash()(k) & ((1u << kCacheBits) - 1)];
-}
+Key& CacheSlot(const Key& k) { return tl_sent_cache[KeyHash()(k) & ((1u << kCacheBits) - 1)]; }
 
 class Remote {
  public:
@@ -218,8 +216,7 @@ class Remote {
                    "remote: sent %llu samples to the collector at %s (connection %u); %llu records "
                    "dropped (buffer full)\n",
                    static_cast<unsigned long long>(samples_.load()), config_.socket.c_str(),
-                   connection_,
-                   static_cast<unsigned long long>(m->dropped_records.load()));
+                   connection_, static_cast<unsigned long long>(m->dropped_records.load()));
     }
     close(sock_);
     if (log_.count() > 0) {
@@ -241,8 +238,8 @@ class Remote {
 
   void StopEvents(vmtiEnv* env) {
     if (events_off_.exchange(true)) return;
-    for (vmtiEvent e : {VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_OBJECT_FREE,
-                        VMTI_EVENT_OBJECT_PROMOTE}) {
+    for (vmtiEvent e :
+         {VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_OBJECT_FREE, VMTI_EVENT_OBJECT_PROMOTE}) {
       log_.Check(env, (*env)->SetEventNotificationMode(env, VMTI_DISABLE, e, nullptr),
                  "SetEventNotificationMode(disable)");
     }
@@ -251,7 +248,8 @@ class Remote {
   void Lost(const std::string& how) {
     if (lost_.exchange(true, std::memory_order_acq_rel)) return;
     const bool shut = ring_->meta()->shutting_down.load(std::memory_order_relaxed) != 0;
-    std::fprintf(stderr, "remote: lost the collector at %s (%s); sampling stopped, the program "
+    std::fprintf(stderr,
+                 "remote: lost the collector at %s (%s); sampling stopped, the program "
                  "continues\n",
                  config_.socket.c_str(), shut ? "it stopped serving this VM" : how.c_str());
     std::fflush(stderr);
@@ -422,7 +420,8 @@ int ParseConfig(const char* options, Config* c) {
     if (k == "socket") {
       std::string error;
       sockaddr_un addr;
-      if (!collector::UnixAddress(v, &addr, &error)) return agent::BadOption(kName, k, v, error.c_str());
+      if (!collector::UnixAddress(v, &addr, &error))
+        return agent::BadOption(kName, k, v, error.c_str());
       c->socket = v;
     } else if (k == "interval") {
       if (!agent::ParseBytes(v, 0, 0x7fffffff, &c->interval)) {
@@ -438,7 +437,8 @@ int ParseConfig(const char* options, Config* c) {
         return agent::BadOption(kName, k, v, "want a power of two from 4k to 256m");
       }
     } else {
-      return agent::BadOption(kName, k, v, "unknown option (known: socket, interval, depth, buffer)");
+      return agent::BadOption(kName, k, v,
+                              "unknown option (known: socket, interval, depth, buffer)");
     }
   }
   if (c->socket.empty()) {
@@ -479,8 +479,8 @@ int Connect(const Config& c, int64_t interval, std::unique_ptr<collector::Shared
     n = collector::RecvMessage(sock, &w, sizeof w, 0, &fd, &truncated);
   }
   if (n != sizeof w || truncated || w.magic != collector::kMagic) {
-    std::fprintf(stderr, "remote: no valid answer from the collector at %s: %s\n",
-                 c.socket.c_str(), n < 0 ? std::strerror(errno) : "bad welcome message");
+    std::fprintf(stderr, "remote: no valid answer from the collector at %s: %s\n", c.socket.c_str(),
+                 n < 0 ? std::strerror(errno) : "bad welcome message");
   } else if (w.status != collector::kAccepted || fd < 0) {
     w.reason[sizeof w.reason - 1] = '\0';
     std::fprintf(stderr, "remote: the collector at %s refused the connection: %s\n",
