@@ -605,9 +605,10 @@ def bad_hellos_are_refused():
 @test
 def collector_killed_vm_runs_on():
     with Collector("killcoll") as c:
-        vm = VM(c, "vm", tools_prog("spin.mv"), [3], remote="interval=4096")
+        vm = VM(c, "vm", tools_prog("spin.mv"), [5], remote="interval=4096")
         wait_for(lambda: f"from pid {vm.pid}" in c.log(), "the VM to connect")
         c.proc.kill()
+        check(vm.proc.poll() is None, "the VM ended before the collector was killed")
         c.proc.wait()
         vm.finish_ok()
         check(vm.stdout().startswith("iterations"), vm.stdout())
@@ -619,7 +620,7 @@ def collector_killed_vm_runs_on():
 @test
 def collector_sigterm_writes_final_profiles():
     with Collector("sigterm") as c:
-        vms = [VM(c, f"vm{i}", tools_prog("spin.mv"), [3], remote="interval=65536", seed=i)
+        vms = [VM(c, f"vm{i}", tools_prog("spin.mv"), [5], remote="interval=65536", seed=i)
                for i in (1, 2)]
         for vm in vms:
             wait_for(lambda: f"from pid {vm.pid}" in c.log(), "the VM to connect")
@@ -641,10 +642,12 @@ def full_buffer_drops_are_counted_exactly():
         # Tiny buffer, every allocation sampled, and the collector stopped
         # while the VM runs: the buffer must overflow. heapprof in the same VM
         # counts every sample, so received + lost must equal its count.
-        vm = VM(c, "vm", tools_prog("spin.mv"), [4], remote="interval=0,buffer=4k",
+        vm = VM(c, "vm", tools_prog("spin.mv"), [8], remote="interval=0,buffer=4k",
                 heapprof="interval=0,top=1")
         wait_for(lambda: f"from pid {vm.pid}" in c.log(), "the VM to connect")
         c.proc.send_signal(signal.SIGSTOP)
+        # spin.mv runs for 8 s from its start; the stop must come before its end.
+        check(vm.proc.poll() is None, "the VM ended before the collector was stopped")
         try:
             vm.finish_ok()
         finally:
