@@ -292,6 +292,7 @@ void Collector::Dump(Client* c, const std::string& why, bool final) {
     return;
   }
   c->records_at_last_dump = s.records;
+  c->dropped_at_last_dump = dropped;
   Log("wrote " + path + " (" + (final ? "final: " : "") + why + "; " + U(s.samples) + " samples, " +
       U(dropped) + " records dropped)");
 }
@@ -397,7 +398,10 @@ int Collector::Run() {
     }
     if (NowNs() >= next_period) {
       for (auto& c : clients_) {
-        if (c->fd >= 0 && c->active && c->session->stats().records != c->records_at_last_dump) {
+        if (c->fd < 0 || !c->active) continue;
+        const uint64_t dropped = c->ring->meta()->dropped_records.load(std::memory_order_relaxed);
+        if (c->session->stats().records != c->records_at_last_dump ||
+            dropped != c->dropped_at_last_dump) {
           Dump(c.get(), "periodic", false);
         }
       }

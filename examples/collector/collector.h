@@ -86,7 +86,10 @@ class Collector {
     bool more = false;  // records left after a pass
     std::string error;  // malformed data: the connection ends
     int dumps = 0;
+    // What the last dump showed, so that periodic dumps skip a VM that has
+    // sent and dropped nothing since.
     uint64_t records_at_last_dump = UINT64_MAX;
+    uint64_t dropped_at_last_dump = UINT64_MAX;
   };
 
   void Accept();

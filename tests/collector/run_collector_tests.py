@@ -615,6 +615,20 @@ def collector_killed_vm_runs_on():
         lines = remote_lines(vm.stderr())
         check(len(lines) == 1 and "lost the collector" in lines[0] and
               "sampling stopped, the program continues" in lines[0], vm.stderr())
+        # The killed collector left its socket file: a new one replaces it.
+        check(os.path.exists(c.sock), "no stale socket file")
+        with open(os.path.join(c.dir, "second.log"), "w") as log:
+            again = subprocess.Popen([C.collector, f"--socket={c.sock}", f"--out={c.out}"],
+                                     stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            wait_for(lambda: "listening on" in open(os.path.join(c.dir, "second.log")).read()
+                     or again.poll() is not None, "a second collector on the stale socket")
+            check(again.poll() is None, open(os.path.join(c.dir, "second.log")).read())
+            vm2 = VM(c, "vm2", KNOWN, [10], remote="interval=0")
+            vm2.finish_ok()
+        finally:
+            again.terminate()
+            again.wait()
 
 
 @test
