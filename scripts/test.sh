@@ -3,7 +3,8 @@
 #   1. Release build, warnings as errors: unit tests, language tests, agent tests.
 #   2. ASan+UBSan build: the same suite.
 #   3. TSan build: the same suite (threaded tests included).
-#   4. The compiler fuzzer (libFuzzer, clang) for a bounded time.
+#   4. The compiler fuzzer (libFuzzer, clang) for a bounded time, then the
+#      collector's record-parser fuzzer; the two share the time budget.
 # Exits non-zero if anything fails. The last line totals every ctest run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,9 @@ bash scripts/setup.sh || exit 1
 
 jobs=$(nproc)
 fuzz_seconds=${MINIVM_FUZZ_SECONDS:-120}
+# Stage 4's budget, split: the collector fuzzer gets half.
+collector_fuzz_seconds=$((fuzz_seconds / 2))
+fuzz_seconds=$((fuzz_seconds - collector_fuzz_seconds))
 status=0
 passed=0
 failed=0
@@ -67,6 +71,21 @@ if CC=clang CXX=clang++ BUILD_TARGET=compile_fuzzer build build-fuzz -DCMAKE_BUI
   else
     failed=$((failed + 1)); status=1
     tail -40 build-fuzz/fuzz.log
+  fi
+  rm -rf "$corpus"
+else status=1; failed=$((failed + 1)); fi
+
+echo "== [4/4] collector record-parser fuzzer, ${collector_fuzz_seconds}s"
+if cmake --build build-fuzz -j"$jobs" --target collector_fuzzer; then
+  corpus=$(mktemp -d)
+  if build-fuzz/tests/fuzz/collector_fuzzer -max_total_time="$collector_fuzz_seconds" \
+       -print_final_stats=1 -dict=tests/fuzz/collector.dict \
+       "$corpus" tests/fuzz/collector_corpus >build-fuzz/collector_fuzz.log 2>&1; then
+    passed=$((passed + 1))
+    echo "collector fuzzer: no crash in ${collector_fuzz_seconds}s ($(grep -o 'stat::number_of_executed_units: *[0-9]*' build-fuzz/collector_fuzz.log | grep -o '[0-9]*$') inputs)"
+  else
+    failed=$((failed + 1)); status=1
+    tail -40 build-fuzz/collector_fuzz.log
   fi
   rm -rf "$corpus"
 else status=1; failed=$((failed + 1)); fi

@@ -26,7 +26,7 @@ double HeapData::RecordAlloc(int64_t tag, const SiteKey& key, double weight, int
   t.samples++;
   t.alloc_bytes += weight;
   t.alloc_objects += objects;
-  if (tag != 0 && live_.emplace(tag, LiveRecord{row, weight, objects}).second) {
+  if (tag != 0 && live_.emplace(tag, LiveRecord{row, weight, objects, false}).second) {
     t.live_samples++;
     t.inuse_bytes += weight;
     t.inuse_objects += objects;
@@ -49,6 +49,16 @@ void HeapData::RecordFree(int64_t tag) {
     t.inuse_objects -= it->second.objects;
   }
   live_.erase(it);
+}
+
+void HeapData::RecordPromote(int64_t tag) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = live_.find(tag);
+  if (it == live_.end() || it->second.promoted) return;  // not ours, dead, or counted
+  it->second.promoted = true;
+  Totals& t = rows_[it->second.row].totals;
+  t.promoted_samples++;
+  t.promoted_bytes += it->second.bytes;
 }
 
 void HeapData::Copy(std::vector<Row>* rows) const {
@@ -78,7 +88,8 @@ const std::string& StringOf(const agent::SiteTable::Snapshot& s, uint32_t id) {
 }  // namespace
 
 std::string BuildPprof(const std::vector<Row>& rows, const agent::SiteTable::Snapshot& sites,
-                       int64_t interval, ProfileKind kind) {
+                       int64_t interval, ProfileKind kind,
+                       const std::vector<std::string>& comments) {
   pprof::ProfileBuilder b;
   b.AddSampleType("alloc_objects", "count");
   b.AddSampleType("alloc_space", "bytes");
@@ -88,6 +99,7 @@ std::string BuildPprof(const std::vector<Row>& rows, const agent::SiteTable::Sna
   b.SetDefaultSampleType(kind == ProfileKind::kHeap ? "inuse_space" : "alloc_space");
   b.SetTimeNanos(agent::WallNanos());
   b.SetMainBinary("minivm");
+  for (const std::string& c : comments) b.AddComment(c);
   std::vector<uint64_t> locs;
   std::vector<pprof::Label> labels(3);
   labels[0].key = "class";
@@ -107,7 +119,17 @@ std::string BuildPprof(const std::vector<Row>& rows, const agent::SiteTable::Sna
     labels[0].str = StringOf(sites, r.key.klass);
     labels[1].str = StringOf(sites, r.key.thread);
     labels[2].num = t.alloc_objects > 0 ? Round(t.alloc_bytes / t.alloc_objects) : 0;
-    b.AddSample(locs, values, labels);
+    if (t.promoted_samples > 0) {
+      std::vector<pprof::Label> with_promoted = labels;
+      pprof::Label p;
+      p.key = "promoted_bytes";  // like "bytes": pprof infers the unit from the key
+      p.is_num = true;
+      p.num = Round(t.promoted_bytes);
+      with_promoted.push_back(p);
+      b.AddSample(locs, values, with_promoted);
+    } else {
+      b.AddSample(locs, values, labels);
+    }
   }
   std::string gz;
   if (!pprof::Gzip(b.Encode(), &gz)) return std::string();

@@ -34,6 +34,11 @@ struct Totals {
   double alloc_objects = 0, alloc_bytes = 0;
   double inuse_objects = 0, inuse_bytes = 0;
   int64_t samples = 0, live_samples = 0;
+  // Samples reported promoted to the old generation (ObjectPromote), dead
+  // or alive since; heapprof does not ask for promotions, minivm-collector
+  // does (docs/collector.md).
+  double promoted_bytes = 0;
+  int64_t promoted_samples = 0;
 };
 
 struct Row {
@@ -49,6 +54,8 @@ class HeapData {
   // Returns the estimated bytes allocated so far (all samples).
   double RecordAlloc(int64_t tag, const SiteKey& key, double weight, int64_t size);
   void RecordFree(int64_t tag);
+  // Counts a live tagged sample as promoted (at most once per tag).
+  void RecordPromote(int64_t tag);
   void Copy(std::vector<Row>* rows) const;
   double allocated_bytes() const;
 
@@ -63,6 +70,7 @@ class HeapData {
     uint32_t row;
     double bytes;
     double objects;
+    bool promoted;
   };
   mutable std::mutex mu_;
   std::unordered_map<SiteKey, uint32_t, KeyHash> index_;
@@ -75,9 +83,12 @@ enum class ProfileKind { kHeap, kAllocs };
 
 // A gzipped pprof profile of `rows`: Go's four sample types, unbiased values,
 // string labels class and thread, default sample type inuse_space (kHeap)
-// or alloc_space (kAllocs). Empty on failure.
+// or alloc_space (kAllocs); the numeric label promoted_bytes on rows with
+// promoted samples; `comments` as the profile's comments (`go tool pprof
+// -comments`). Empty on failure.
 std::string BuildPprof(const std::vector<Row>& rows, const agent::SiteTable::Snapshot& sites,
-                       int64_t interval, ProfileKind kind);
+                       int64_t interval, ProfileKind kind,
+                       const std::vector<std::string>& comments = {});
 
 // Collapsed stacks, root first, "outer;...;inner;[Class] bytes" per line,
 // weights rounded per line; lines with a zero weight are left out.
