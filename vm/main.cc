@@ -104,6 +104,7 @@ int main(int argc, char** argv) {
     minivm::jit::JitConfig jit_config;
     jit_config.mode = options->jit;
     jit_config.sync = options->jit_sync;
+    jit_config.opt_level = options->jit_opt_level;
     jit_config.verbose = options->verbose_jit;
     jit_config.print = options->print_jit;
     jit_config.print_only = options->print_jit_only;

@@ -39,6 +39,11 @@
 #include "llvm/IR/Module.h"
 #include "llvm/IR/Verifier.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Transforms/InstCombine/InstCombine.h"
+#include "llvm/Transforms/Scalar/EarlyCSE.h"
+#include "llvm/Transforms/Scalar/GVN.h"
+#include "llvm/Transforms/Scalar/SROA.h"
+#include "llvm/Transforms/Scalar/SimplifyCFG.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
@@ -150,9 +155,25 @@ absl::Status Jit::Impl::Optimize(llvm::Module* module) {
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
-  llvm::ModulePassManager mpm = config.opt_level == 0
-                                    ? pb.buildO0DefaultPipeline(llvm::OptimizationLevel::O0)
-                                    : pb.buildPerModuleDefaultPipeline(ToLevel(config.opt_level));
+  llvm::ModulePassManager mpm;
+  if (config.opt_level == 0) {
+    mpm = pb.buildO0DefaultPipeline(llvm::OptimizationLevel::O0);
+  } else if (config.opt_level == 1) {
+    // The light pipeline (design 2): slots to registers, then the clean-ups
+    // that matter for tag tests and reloads, without LLVM's loop and
+    // inter-procedural machinery.
+    llvm::FunctionPassManager fpm;
+    fpm.addPass(llvm::SROAPass(llvm::SROAOptions::ModifyCFG));
+    fpm.addPass(llvm::EarlyCSEPass(/*UseMemorySSA=*/true));
+    fpm.addPass(llvm::InstCombinePass());
+    fpm.addPass(llvm::SimplifyCFGPass());
+    fpm.addPass(llvm::GVNPass());
+    fpm.addPass(llvm::InstCombinePass());
+    fpm.addPass(llvm::SimplifyCFGPass());
+    mpm.addPass(llvm::createModuleToFunctionPassAdaptor(std::move(fpm)));
+  } else {
+    mpm = pb.buildPerModuleDefaultPipeline(ToLevel(config.opt_level));
+  }
   mpm.run(*module, mam);
   return absl::OkStatus();
 }

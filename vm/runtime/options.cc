@@ -116,6 +116,10 @@ absl::StatusOr<Options> ParseOptions(int argc, const char* const* argv) {
       absl::StatusOr<uint64_t> n = ParseCount("--jit-threshold", v, 1, uint64_t{1} << 30);
       if (!n.ok()) return n.status();
       o.jit_threshold = static_cast<uint32_t>(*n);
+    } else if (ValueOf(arg, "--jit-opt", &v)) {
+      absl::StatusOr<uint64_t> n = ParseCount("--jit-opt", v, 0, 3);
+      if (!n.ok()) return n.status();
+      o.jit_opt_level = static_cast<int>(*n);
     } else if (arg == "--jit-sync") {
       o.jit_sync = true;
     } else if (arg == "--verbose:jit") {
@@ -177,6 +181,7 @@ Options come before the program; everything after it is the program's.
   --jit=off|auto|eager       the JIT tier: interpreter only; compile hot functions
                              in the background (default); compile all before running
   --jit-threshold=<n>        calls + loop iterations before --jit=auto compiles (default 1000)
+  --jit-opt=<0..3>           LLVM optimisation level of compiled code (default 2)
   --jit-sync                 compile a hot function on the thread that found it, before
                              going on (deterministic tiering, for tests; HotSpot's -Xbatch)
   --verbose:jit              one line per compiled (or failed) function and per OSR, on stderr

@@ -28,6 +28,7 @@ struct Options {
   bool disassemble = false;
   JitMode jit = JitMode::kAuto;
   uint32_t jit_threshold = 1000;  // --jit-threshold (vm/jit/jit.h)
+  int jit_opt_level = 2;          // --jit-opt
   bool jit_sync = false;          // --jit-sync
   bool verbose_jit = false;       // --verbose:jit
   bool print_jit = false;         // --print-jit[=NAME]

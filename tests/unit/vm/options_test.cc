@@ -64,6 +64,8 @@ TEST(OptionsTest, JitOptions) {
   EXPECT_TRUE(o->verbose_jit);
   EXPECT_TRUE(o->print_jit);
   EXPECT_EQ(o->print_jit_only, "fib");
+  EXPECT_EQ(o->jit_opt_level, 2);
+  EXPECT_EQ(Parse({"--jit-opt=1", "p.mv"})->jit_opt_level, 1);
   EXPECT_EQ(Parse({"--jit=off", "p.mv"})->jit, JitMode::kOff);
   EXPECT_EQ(Parse({"--jit=auto", "p.mv"})->jit, JitMode::kAuto);
   EXPECT_TRUE(Parse({"--print-jit", "p.mv"})->print_jit_only.empty());
@@ -79,6 +81,7 @@ TEST(OptionsTest, Errors) {
             "invalid value 'fast' for --jit (expected off, auto or eager)");
   EXPECT_FALSE(Parse({"--jit-threshold=0", "p.mv"}).ok());
   EXPECT_FALSE(Parse({"--print-jit=", "p.mv"}).ok());
+  EXPECT_FALSE(Parse({"--jit-opt=4", "p.mv"}).ok());
   EXPECT_FALSE(Parse({"--jit=fast", "p.mv"}).ok());
   EXPECT_FALSE(Parse({"--tlab-size=8", "p.mv"}).ok());
   EXPECT_FALSE(Parse({"--stack-depth=0", "p.mv"}).ok());
