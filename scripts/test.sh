@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs minivm's whole test suite:
-#   1. Release build, warnings as errors: unit tests, language tests, agent tests.
+#   1. Release build, warnings as errors: unit tests, language tests, agent tests,
+#      each with the interpreter and in the JIT modes (docs/jit.md, "Testing"),
+#      the tool and collector tests.
 #   2. ASan+UBSan build: the same suite.
 #   3. TSan build: the same suite (threaded tests included).
 #   4. The compiler fuzzer (libFuzzer, clang) for a bounded time, then the
