@@ -181,6 +181,15 @@ absl::Status Jit::Impl::Optimize(llvm::Module* module) {
 bool Jit::Compile(const Function* fn) {
   std::lock_guard<std::mutex> lock(impl_->compile_mu);
   if (fn->jit_code.load(std::memory_order_acquire) != nullptr) return true;
+  if (fn->code.size() > kMaxCompiledBytecode) {
+    fn->jit_state.store(JitState::kFailed, std::memory_order_relaxed);
+    if (impl_->config.verbose) {
+      absl::FPrintF(impl_->config.log,
+                    "[jit] %s: stays interpreted: %d bytes of bytecode, more than the %d compiled\n",
+                    fn->name, fn->code.size(), kMaxCompiledBytecode);
+    }
+    return false;
+  }
   const auto start = std::chrono::steady_clock::now();
   const std::string symbol = SymbolFor(*fn);
 

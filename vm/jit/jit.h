@@ -38,6 +38,12 @@ struct JitConfig {
 // Default hotness threshold for --jit=auto (--jit-threshold).
 inline constexpr uint32_t kDefaultThreshold = 1000;
 
+// Functions with more bytecode than this stay interpreted (HotSpot's
+// HugeMethodLimit, 8000 bytecodes): LLVM's compile time grows with the
+// function, to about 90 s for a 200 KB one, and a function that large is
+// rarely the hot one.
+inline constexpr size_t kMaxCompiledBytecode = 8000;
+
 class Jit final : public JitHooks {
  public:
   // Initialises LLVM's native target and an LLJIT instance for `vm`.
