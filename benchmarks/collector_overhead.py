@@ -48,6 +48,9 @@ ARGS = {
 INTERVALS = [("512k", 524288), ("4k", 4096)]
 
 
+# VM options added to every run (--vm-arg).
+VM_ARGS = []
+
 def configs(agents_dir, sock, out_dir, with_again):
     heap = os.path.join(out_dir, "heap.pb.gz")
     out = [("off", [])]
@@ -104,7 +107,10 @@ def main():
     ap.add_argument("--mode", choices=["cpu", "callgrind"], default="cpu")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--program", action="append", help="only these programs")
+    ap.add_argument("--vm-arg", action="append", default=[],
+                    help="a VM option for every run (docs/performance.md used --jit=off)")
     args = ap.parse_args()
+    VM_ARGS.extend(args.vm_arg)
     minivm = os.path.abspath(args.minivm)
     agents_dir = os.path.abspath(args.agents_dir or os.path.dirname(minivm))
     collector = os.path.abspath(args.collector or
@@ -147,7 +153,7 @@ def cpu_mode(minivm, programs, cfgs, rounds, collector_pid):
         coll_t = {n: [] for n in names}
         for _ in range(rounds):
             for n, agent in cfgs:
-                t, c, _ = run_cpu([minivm, "--seed=1", *agent, path, *ARGS["cpu"][prog]],
+                t, c, _ = run_cpu([minivm, "--seed=1", *VM_ARGS, *agent, path, *ARGS["cpu"][prog]],
                                   collector_pid)
                 vm_t[n].append(t)
                 coll_t[n].append(c)
@@ -164,7 +170,7 @@ def callgrind_mode(minivm, programs, cfgs):
     print("remote agent vs heapprof: instructions executed by the VM process (callgrind)")
     for prog in programs:
         path = os.path.join(HERE, "programs", f"{prog}.mv")
-        res = {n: run_callgrind([minivm, "--seed=1", *agent, path, *ARGS["callgrind"][prog]])
+        res = {n: run_callgrind([minivm, "--seed=1", *VM_ARGS, *agent, path, *ARGS["callgrind"][prog]])
                for n, agent in cfgs}
         off = res["off"][0]
         print(f"{prog} {' '.join(ARGS['callgrind'][prog])}: off {off:,} instructions")
