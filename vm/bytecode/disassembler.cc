@@ -110,6 +110,7 @@ std::string DecodeOperands(const Program& p, Opcode op, const uint8_t* pc, size_
     case Opcode::SPAWN:
       return absl::StrCat(FunctionName(p, ReadU32(a)), ", ", Args(ReadU8(a + 4)));
     case Opcode::NEW:
+    case Opcode::INIT_FIELDS:
       return absl::StrCat(ClassName(p, ReadU32(a)), ", ", Args(ReadU8(a + 4)));
     case Opcode::CALL_BUILTIN:
       return absl::StrCat(BuiltinName(ReadU8(a)), ", ", Args(ReadU8(a + 1)));

@@ -59,8 +59,10 @@ const OpcodeInfo& GetOpcodeInfo(Opcode op) {
 int StackEffect(const uint8_t* pc) {
   const OpcodeInfo& info = GetOpcodeInfo(static_cast<Opcode>(*pc));
   if (!info.variable_effect) return info.stack_effect;
-  // Every variable-effect instruction is (id, u8 argc) and pushes one result.
+  // Every variable-effect instruction is (id, u8 argc); all but INIT_FIELDS
+  // push one result, INIT_FIELDS leaves its object where it was.
   const int argc = pc[info.length - 1];
+  if (static_cast<Opcode>(*pc) == Opcode::INIT_FIELDS) return -argc;
   return 1 - argc;
 }
 

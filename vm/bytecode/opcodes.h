@@ -65,6 +65,7 @@ enum class OperandKind : uint8_t { kU8, kU16, kU32, kI32, kV64 };
   X(CALL,         (kU32, kU8), VAR, "call function #u32 with u8 args (== its arity): 1 - argc; a poll site") \
   X(CALL_BUILTIN, (kU8, kU8),  VAR, "call built-in #u8 with u8 args: 1 - argc") \
   X(NEW,          (kU32, kU8), VAR, "new instance of class #u32; u8 args fill the first fields: 1 - argc") \
+  X(INIT_FIELDS,  (kU32, kU8), VAR, "[obj, a1..an] -> [obj]: obj (a fresh #u32) gets fields 0..n-1 = a1..an, n = u8: -n") \
   X(SPAWN,        (kU32, kU8), VAR, "start function #u32 with u8 args on a new thread; push the Thread: 1 - argc") \
   X(RETURN,       (),           -1, "pop the result; drop the frame; push the result in the caller")
 // clang-format on

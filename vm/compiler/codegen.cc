@@ -652,8 +652,15 @@ void FunctionCompiler::CompileNew(const Expr* e) {
     return EmitFailedCall(e, depth);
   }
   if (!CheckArgCount(e)) return EmitFailedCall(e, depth);
+  // The object is allocated before its arguments are evaluated, as the JVM's
+  // `new` precedes its constructor's arguments: a tree built recursively
+  // (`new Node(build(d - 1), build(d - 1))`) is then laid out in the order
+  // it is usually walked, parent before children (docs/performance.md, "JIT
+  // tier"). The object waits on the operand stack, a root, meanwhile.
+  em_.EmitU32U8(Opcode::NEW, it->second, 0);
+  if (argc == 0) return;
   CompileArgs(e);
-  em_.EmitU32U8(Opcode::NEW, it->second, static_cast<uint8_t>(argc));
+  em_.EmitU32U8(Opcode::INIT_FIELDS, it->second, static_cast<uint8_t>(argc));
 }
 
 void FunctionCompiler::CompileSpawn(const Expr* e) {

@@ -129,6 +129,8 @@ int Pops(Opcode op, const uint8_t* pc) {
     case Opcode::NEW:
     case Opcode::SPAWN:
       return pc[5];
+    case Opcode::INIT_FIELDS:
+      return pc[5] + 1;
     case Opcode::CALL_BUILTIN:
       return pc[2];
     default:
@@ -292,6 +294,7 @@ absl::Status FunctionCompiler::CheckOperands(uint32_t off, Opcode op, const uint
       }
       break;
     case Opcode::NEW:
+    case Opcode::INIT_FIELDS:
       if (ReadU32(pc + 1) >= program_.classes.size() ||
           pc[5] > program_.classes[ReadU32(pc + 1)]->field_count) {
         return bad("bad class or argument count");
@@ -952,6 +955,19 @@ void FunctionCompiler::EmitInstruction(uint32_t off, int depth) {
     case Opcode::NEW:
       EmitNew(off, depth);
       break;
+    case Opcode::INIT_FIELDS: {
+      // Plain stores (the object is not yet reachable from other threads),
+      // with the barrier: a collection while the arguments were evaluated
+      // may have promoted the object.
+      const int argc = pc[5];
+      LValue* obj = Operand(depth, -argc - 1);
+      for (int i = 0; i < argc; ++i) {
+        LValue* v = Operand(depth, -argc + i);
+        StoreField(v, AsPtr(obj), gc::kHeaderSize + 8 * static_cast<uint64_t>(i), tbaa_object_);
+        EmitCardMark(obj, v, nullptr);
+      }
+      break;
+    }
     case Opcode::RETURN: {
       llvm::StoreInst* s = b_.CreateAlignedStore(Operand(depth, -1), base_, llvm::Align(8));
       s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);

@@ -79,6 +79,7 @@ constexpr int Len(Opcode op) {
       return 9;
     case Opcode::CALL:
     case Opcode::NEW:
+    case Opcode::INIT_FIELDS:
     case Opcode::SPAWN:
       return 6;
     case Opcode::CALL_BUILTIN:
@@ -444,6 +445,20 @@ op_NEW : {
   sp = args;
   *sp++ = Value::Ref(obj);
   NEXT(NEW);
+}
+op_INIT_FIELDS : {
+  // The object may have been promoted by a collection while the arguments
+  // were evaluated: the barrier is needed.
+  const int argc = pc[5];
+  Value* args = sp - argc;
+  Object* obj = args[-1].AsRef();
+  Value* fields = obj->fields();
+  for (int i = 0; i < argc; ++i) {
+    fields[i] = args[i];
+    gc::WriteBarrier(m, obj, args[i]);
+  }
+  sp = args;
+  NEXT(INIT_FIELDS);
 }
 op_SPAWN : {
   const Function* callee = functions[ReadU32(pc + 1)];

@@ -73,6 +73,7 @@ std::vector<std::string> Ops(const Function& fn) {
         break;
       case Opcode::CALL:
       case Opcode::NEW:
+      case Opcode::INIT_FIELDS:
       case Opcode::SPAWN:
         absl::StrAppend(&s, " ", ReadU32(a), " ", ReadU8(a + 4));
         break;
@@ -299,7 +300,7 @@ TEST(CompilerTest, FieldsAndIndexing) {
   const uint32_t y = p->symbols.Intern("y");
   const uint8_t array = static_cast<uint8_t>(Builtin::k_array);
   EXPECT_THAT(Ops(main),
-              ElementsAre("PUSH_INT 1", "NEW 0 1", "STORE_LOCAL 0", "LOAD_LOCAL 0", "LOAD_LOCAL 0",
+              ElementsAre("NEW 0 0", "PUSH_INT 1", "INIT_FIELDS 0 1", "STORE_LOCAL 0", "LOAD_LOCAL 0", "LOAD_LOCAL 0",
                           absl::StrCat("GET_FIELD ", x, " 0"), absl::StrCat("SET_FIELD ", y, " 1"),
                           "PUSH_INT 2", absl::StrCat("CALL_BUILTIN ", array, " 1"), "STORE_LOCAL 1",
                           "LOAD_LOCAL 1", "PUSH_INT 0", "LOAD_LOCAL 1", "PUSH_INT 1", "GET_INDEX",
@@ -385,7 +386,8 @@ TEST(CompilerTest, LineTableFollowsTheProducingToken) {
   }
   using P = std::pair<std::string, int>;
   EXPECT_THAT(lines,
-              ElementsAre(P("PUSH_INT", 3), P("NEW", 3), P("STORE_LOCAL", 3), P("PUSH_INT", 4),
+              ElementsAre(P("NEW", 3), P("PUSH_INT", 3), P("INIT_FIELDS", 3), P("STORE_LOCAL", 3),
+                          P("PUSH_INT", 4),
                           P("LOAD_LOCAL", 5), P("GET_FIELD", 6), P("ADD", 4), P("STORE_LOCAL", 4),
                           P("LOAD_LOCAL", 8), P("CALL_BUILTIN", 7), P("POP", 7), P("PUSH_NULL", 9),
                           P("RETURN", 9)));

@@ -36,20 +36,21 @@ TEST(DisassemblerTest, WholeProgram) {
 class Node #0 { left, right }
 global count #0
 
-fn make #0: arity 1, locals 1, max stack 2, field caches 0, line 3
+fn make #0: arity 1, locals 1, max stack 3, field caches 0, line 3
   00000     4  LOAD_LOCAL     0
   00003     4  PUSH_INT       0
   00012     4  EQ
   00013     4  JUMP_IF_FALSE  -> 25
   00018     4  NEW            Node#0, 0 args
   00024     4  RETURN
-  00025     5  LOAD_LOCAL     0
-  00028     5  PUSH_INT       1
-  00037     5  SUB
-  00038     5  CALL           make#0, 1 arg
-  00044     5  PUSH_NULL
-  00045     5  NEW            Node#0, 2 args
-  00051     5  RETURN
+  00025     5  NEW            Node#0, 0 args
+  00031     5  LOAD_LOCAL     0
+  00034     5  PUSH_INT       1
+  00043     5  SUB
+  00044     5  CALL           make#0, 1 arg
+  00050     5  PUSH_NULL
+  00051     5  INIT_FIELDS    Node#0, 2 args
+  00057     5  RETURN
 
 fn main #1: arity 0, locals 1, max stack 2, field caches 1, line 7
   00000     8  PUSH_INT       2
