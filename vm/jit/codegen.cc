@@ -597,8 +597,6 @@ void FunctionCompiler::EmitField(uint32_t off, int depth, bool write) {
   BasicBlock* check_cache = NewBlock("field_cache");
   BasicBlock* miss = NewBlock("field_miss");
   BasicBlock* hit = NewBlock("field_hit");
-  BasicBlock* entry = b_.GetInsertBlock();
-  (void)entry;
   CondBrUnlikely(b_.CreateNot(IsRef(obj)), miss, is_ref);
 
   // The cache as it is now: a warm site gets its class and slot as
