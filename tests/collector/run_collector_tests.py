@@ -38,12 +38,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
-from run_tool_tests import _fields, decode_profile  # noqa: E402 (the shared decoder)
+from run_tool_tests import (  # noqa: E402 (the shared decoder and test runner)
+    Skip, _fields, check, decode_profile, run_tests)
 
 Z = 5.7  # per-check bound, docs/sampling.md section 4
 
@@ -52,10 +52,6 @@ MAGIC, VERSION, PAGE = 0x4352564D, 1, 4096
 META_WRITE_POS, META_SHUTTING_DOWN = 64, 196
 COMMIT = 1 << 63
 K_ALLOC, K_FREE, K_PROMOTE, K_METHOD, K_LINE, K_CLASS, K_THREAD = range(1, 8)
-
-
-class Skip(Exception):
-    pass
 
 
 TESTS = []
@@ -71,11 +67,6 @@ class Ctx:
 
 
 C = Ctx()
-
-
-def check(cond, msg):
-    if not cond:
-        raise AssertionError(msg)
 
 
 def wait_for(pred, what, limit=None):
@@ -732,27 +723,7 @@ def main():
     os.makedirs(C.work, exist_ok=True)
     C.go = shutil.which("go")
     print(f"collector tests: work dir {C.work}; go: {C.go or 'not installed'}")
-    passed = failed = skipped = 0
-    for t in TESTS:
-        if a.k and not any(k in t.__name__ for k in a.k):
-            continue
-        start = time.time()
-        try:
-            t()
-            passed += 1
-            print(f"PASS {t.__name__} ({time.time() - start:.1f}s)")
-        except Skip as e:
-            skipped += 1
-            print(f"SKIP {t.__name__}: {e}")
-        except Exception as e:  # noqa: BLE001 - every failure is reported, the rest still run
-            failed += 1
-            detail = str(e) if isinstance(e, AssertionError) else traceback.format_exc()
-            print(f"FAIL {t.__name__}: {detail}")
-        sys.stdout.flush()
-    if skipped:
-        print(f"{skipped} skipped (see SKIP lines)")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return run_tests(TESTS, a.k)
 
 
 if __name__ == "__main__":

@@ -946,6 +946,33 @@ def probe_vm():
                             (r.stderr.strip().splitlines() or ["?"])[-1])
 
 
+def run_tests(tests, only):
+    """Runs each test function (only those whose name contains a string of
+    `only`, if given), printing PASS, FAIL or SKIP lines and the totals.
+    Returns the exit code. Shared with tests/collector/run_collector_tests.py."""
+    passed = failed = skipped = 0
+    for t in tests:
+        if only and not any(k in t.__name__ for k in only):
+            continue
+        start = time.time()
+        try:
+            t()
+            passed += 1
+            print(f"PASS {t.__name__} ({time.time() - start:.1f}s)")
+        except Skip as e:
+            skipped += 1
+            print(f"SKIP {t.__name__}: {e}")
+        except Exception as e:  # noqa: BLE001 - every failure is reported, the rest still run
+            failed += 1
+            detail = str(e) if isinstance(e, AssertionError) else traceback.format_exc()
+            print(f"FAIL {t.__name__}: {detail}")
+        sys.stdout.flush()
+    if skipped:
+        print(f"{skipped} skipped (see SKIP lines)")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--minivm")
@@ -972,27 +999,7 @@ def main():
     probe_vm()
     print(f"tool tests: work dir {C.work}; go: {C.go or 'not installed'}; "
           f"minivm agents: {'yes' if C.vm_ok else 'no (' + C.vm_skip_reason + ')'}")
-    passed = failed = skipped = 0
-    for t in TESTS:
-        if a.k and not any(k in t.__name__ for k in a.k):
-            continue
-        start = time.time()
-        try:
-            t()
-            passed += 1
-            print(f"PASS {t.__name__} ({time.time() - start:.1f}s)")
-        except Skip as e:
-            skipped += 1
-            print(f"SKIP {t.__name__}: {e}")
-        except Exception as e:  # noqa: BLE001 - every failure is reported, the rest still run
-            failed += 1
-            detail = str(e) if isinstance(e, AssertionError) else traceback.format_exc()
-            print(f"FAIL {t.__name__}: {detail}")
-        sys.stdout.flush()
-    if skipped:
-        print(f"{skipped} skipped (see SKIP lines)")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return run_tests(TESTS, a.k)
 
 
 if __name__ == "__main__":
