@@ -225,10 +225,11 @@ class FunctionCompiler {
   void EmitNew(uint32_t off, int depth);
   void EmitCall(uint32_t off, int depth);
   void EmitRuntimeCall(uint32_t off, int depth, bool builtin);
-  // Calls a runtime function that writes operands[0] (at depth - pops) and
-  // returns nonzero on success; on zero returns kError.
+  // Calls a runtime function on the `pops` operands below `depth` that
+  // leaves `results` (0 or 1) values in their place and returns nonzero on
+  // success; on zero returns kError.
   void EmitSlowOperandCall(llvm::FunctionCallee callee, uint32_t off, int depth, int pops,
-                           std::vector<LValue*> leading_args);
+                           std::vector<LValue*> leading_args, int results = 1);
 
   const VM& vm_;
   const Program& program_;
@@ -495,7 +496,8 @@ void FunctionCompiler::EmitCardMark(LValue* holder, LValue* stored, LValue* extr
 }
 
 void FunctionCompiler::EmitSlowOperandCall(llvm::FunctionCallee callee, uint32_t off, int depth,
-                                           int pops, std::vector<LValue*> leading_args) {
+                                           int pops, std::vector<LValue*> leading_args,
+                                           int results) {
   const int n = fn_.num_locals + depth;
   Spill(n, off);
   leading_args.push_back(HomeAddr(n - pops));
@@ -506,7 +508,7 @@ void FunctionCompiler::EmitSlowOperandCall(llvm::FunctionCallee callee, uint32_t
   b_.SetInsertPoint(fail);
   ReturnError();
   b_.SetInsertPoint(cont);
-  Reload(n - pops + 1);
+  Reload(n - pops + results);
 }
 
 void FunctionCompiler::EmitIntBinary(Opcode op, uint32_t off, int depth) {
@@ -686,17 +688,7 @@ void FunctionCompiler::EmitIndex(uint32_t off, int depth, bool write) {
   b_.CreateBr(done);
   b_.SetInsertPoint(slow);
   if (write) {
-    // SetIndexSlow writes no result: reload the slots below the operands.
-    const int n = fn_.num_locals + depth;
-    Spill(n, off);
-    LValue* ok = b_.CreateCall(rt_set_index_, {thread_, HomeAddr(n - 3)});
-    BasicBlock* fail = NewBlock("raised");
-    BasicBlock* cont = NewBlock("slow_done");
-    CondBrUnlikely(b_.CreateICmpEQ(ok, b_.getInt32(0)), fail, cont);
-    b_.SetInsertPoint(fail);
-    ReturnError();
-    b_.SetInsertPoint(cont);
-    Reload(n - 3);
+    EmitSlowOperandCall(rt_set_index_, off, depth, 3, {thread_}, /*results=*/0);
   } else {
     EmitSlowOperandCall(rt_get_index_, off, depth, 2, {thread_});
   }

@@ -272,7 +272,8 @@ void Jit::OnHot(VMThread* t, const Function* fn) {
 
 void Jit::OnOsr(const Function* fn, uint32_t offset) {
   if (!impl_->config.verbose) return;
-  std::lock_guard<std::mutex> lock(impl_->compile_mu);
+  // No lock: one FPrintF is one locked stdio write, and compile_mu may be
+  // held for milliseconds by a compilation.
   absl::FPrintF(impl_->config.log, "[jit] %s: on-stack replacement at line %d\n", fn->name,
                 fn->lines.LineFor(offset));
 }
