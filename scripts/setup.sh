@@ -12,6 +12,8 @@ packages=(
   zlib1g-dev                                 # tool agents: gzipped pprof profiles
   golang-go graphviz                         # tests/tools: `go tool pprof` reads our profiles
   llvm-19-dev                                # the JIT tier (LLVM ORC)
+  libcpp-httplib-dev                         # heapprof's live endpoint (net/http/pprof)
+  nlohmann-json3-dev                         # JSON output (lifetimes)
 )
 
 missing=()

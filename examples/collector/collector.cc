@@ -287,8 +287,9 @@ void Collector::Dump(Client* c, const std::string& why, bool final) {
     Log("connection " + U(c->connection) + ": could not encode the profile");
     return;
   }
-  if (!agent::WriteFileAtomic(path, data)) {
-    Log("cannot write " + path + ": " + std::strerror(errno));
+  std::string error;
+  if (!agent::WriteOutput(path, data, &error)) {
+    Log(error);
     return;
   }
   c->records_at_last_dump = s.records;

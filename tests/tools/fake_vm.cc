@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -118,6 +119,7 @@ struct Env {
   vmtiEventCallbacks cb{};
   bool global[VMTI_MAX_EVENT_TYPE_VAL + 1] = {};
   std::map<vmtiThread, bool> per_thread;  // sampled alloc only
+  std::atomic<const void*> local_storage{nullptr};  // read by agents' own threads too
 };
 
 Env* E(vmtiEnv* env) { return reinterpret_cast<Env*>(env); }
@@ -340,6 +342,15 @@ vmtiError SetTag(vmtiEnv* env, vmtiObject o, vmtiLong t) {
 }
 vmtiError NotAvail2(vmtiEnv*, void*, void*) { return VMTI_ERROR_NOT_AVAILABLE; }
 vmtiError NotAvail1(vmtiEnv*, void*) { return VMTI_ERROR_NOT_AVAILABLE; }
+vmtiError SetEnvironmentLocalStorage(vmtiEnv* env, const void* data) {
+  E(env)->local_storage.store(data);
+  return VMTI_ERROR_NONE;
+}
+vmtiError GetEnvironmentLocalStorage(vmtiEnv* env, void** data) {
+  if (!data) return VMTI_ERROR_NULL_POINTER;
+  *data = const_cast<void*>(E(env)->local_storage.load());
+  return VMTI_ERROR_NONE;
+}
 vmtiError GetObjectGeneration(vmtiEnv*, vmtiObject o, vmtiGeneration* g) {
   LIVE_ONLY();
   Object* ob = ObjectOf(o);
@@ -374,8 +385,8 @@ vmtiInterface_1 MakeTable() {
   t.Allocate = Allocate;
   t.Deallocate = Deallocate;
   t.DisposeEnvironment = NotAvail0;
-  t.SetEnvironmentLocalStorage = reinterpret_cast<vmtiError (*)(vmtiEnv*, const void*)>(NotAvail1);
-  t.GetEnvironmentLocalStorage = reinterpret_cast<vmtiError (*)(vmtiEnv*, void**)>(NotAvail1);
+  t.SetEnvironmentLocalStorage = SetEnvironmentLocalStorage;
+  t.GetEnvironmentLocalStorage = GetEnvironmentLocalStorage;
   t.GetPotentialCapabilities = GetPotentialCapabilities;
   t.AddCapabilities = AddCapabilities;
   t.RelinquishCapabilities =

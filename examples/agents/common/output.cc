@@ -1,36 +1,145 @@
 #include "output.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 namespace agent {
 
-bool WriteFileAtomic(const std::string& path, const std::string& data) {
-  std::string tmp = path + ".tmp" + std::to_string(static_cast<long>(getpid()));
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return false;
+namespace {
+
+std::string DirName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+// Follows symlinks at `path` itself (not in its directories, which the
+// kernel follows anyway). False (errno set) on a loop or a read error.
+bool ResolveLinks(const std::string& path, std::string* out) {
+  std::string p = path;
+  for (int i = 0; i < 40; ++i) {
+    struct stat st;
+    if (lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) {
+      *out = p;
+      return true;  // absent or not a link: the name itself
+    }
+    char buf[4096];
+    const ssize_t n = readlink(p.c_str(), buf, sizeof buf - 1);
+    if (n < 0) return false;
+    std::string target(buf, static_cast<size_t>(n));
+    p = (!target.empty() && target[0] == '/') ? target : DirName(p) + "/" + target;
+  }
+  errno = ELOOP;
+  return false;
+}
+
+bool WriteAll(int fd, const std::string& data) {
   size_t done = 0;
   while (done < data.size()) {
-    ssize_t n = write(fd, data.data() + done, data.size() - done);
+    const ssize_t n = write(fd, data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int e = errno;
-      close(fd);
-      unlink(tmp.c_str());
-      errno = e;
+    if (n < 0) return false;
+    if (n == 0) {
+      errno = EIO;
       return false;
     }
     done += static_cast<size_t>(n);
   }
-  if (close(fd) != 0 || rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    unlink(tmp.c_str());
-    errno = e;
+  return true;
+}
+
+std::atomic<unsigned> g_temp_seq{0};
+
+}  // namespace
+
+bool CheckOutputPath(const std::string& path, std::string* error) {
+  if (path.empty()) {
+    *error = "empty file name";
     return false;
+  }
+  std::string target;
+  if (!ResolveLinks(path, &target)) {
+    *error = std::strerror(errno);
+    return false;
+  }
+  struct stat st;
+  if (stat(target.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      *error = "is a directory";
+      return false;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      // Written in place: it must accept writes (a FIFO need not have a
+      // reader yet, so it is not opened here).
+      if (access(target.c_str(), W_OK) != 0) {
+        *error = std::strerror(errno);
+        return false;
+      }
+      return true;
+    }
+  } else if (errno != ENOENT) {
+    *error = std::strerror(errno);
+    return false;
+  }
+  const std::string dir = DirName(target);
+  if (stat(dir.c_str(), &st) != 0) {
+    *error = errno == ENOENT ? "directory " + dir + " does not exist" : std::strerror(errno);
+    return false;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    *error = dir + " is not a directory";
+    return false;
+  }
+  // The file is replaced by rename(), so the directory is what must be
+  // writable (EROFS included).
+  if (access(dir.c_str(), W_OK | X_OK) != 0) {
+    *error = "directory " + dir + " is not writable: " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+bool WriteOutput(const std::string& path, const std::string& data, std::string* error) {
+  auto fail = [&](int err) {
+    *error = "cannot write " + path + ": " + std::strerror(err);
+    return false;
+  };
+  std::string target;
+  if (!ResolveLinks(path, &target)) return fail(errno);
+  struct stat st;
+  if (stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) return fail(EISDIR);
+    const int fd = open(target.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return fail(errno);
+    const bool ok = WriteAll(fd, data);
+    const int err = errno;
+    if (close(fd) != 0 && ok) return fail(errno);
+    return ok ? true : fail(err);
+  }
+  // O_EXCL on a name unique to this process and call; mode 0666 lets the
+  // umask decide the permissions, as for any file the user creates.
+  const std::string tmp = target + ".tmp" + std::to_string(static_cast<long>(getpid())) + "." +
+                          std::to_string(g_temp_seq.fetch_add(1));
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0) return fail(errno);
+  if (!WriteAll(fd, data)) {
+    const int err = errno;
+    close(fd);
+    unlink(tmp.c_str());
+    return fail(err);
+  }
+  if (close(fd) != 0 || rename(tmp.c_str(), target.c_str()) != 0) {
+    const int err = errno;
+    unlink(tmp.c_str());
+    return fail(err);
   }
   return true;
 }

@@ -216,8 +216,9 @@ class Profiler {
       std::fprintf(stderr, "heapprof: could not encode the profile\n");
       return false;
     }
-    if (!agent::WriteFileAtomic(path, data)) {
-      std::fprintf(stderr, "heapprof: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
+    std::string error;
+    if (!agent::WriteOutput(path, data, &error)) {
+      std::fprintf(stderr, "heapprof: %s\n", error.c_str());
       return false;
     }
     return true;
