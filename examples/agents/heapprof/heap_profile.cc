@@ -30,6 +30,7 @@ double HeapData::RecordAlloc(int64_t tag, const SiteKey& key, double weight, int
     t.live_samples++;
     t.inuse_bytes += weight;
     t.inuse_objects += objects;
+    inuse_bytes_ += weight;
   }
   allocated_bytes_ += weight;
   return allocated_bytes_;
@@ -40,6 +41,7 @@ void HeapData::RecordFree(int64_t tag) {
   auto it = live_.find(tag);
   if (it == live_.end()) return;  // not ours, or already freed
   Totals& t = rows_[it->second.row].totals;
+  inuse_bytes_ = live_.size() == 1 ? 0 : inuse_bytes_ - it->second.bytes;
   if (--t.live_samples == 0) {
     // Exactly zero, not the rounding residue of the subtractions.
     t.inuse_bytes = 0;
@@ -71,6 +73,11 @@ double HeapData::allocated_bytes() const {
   return allocated_bytes_;
 }
 
+double HeapData::inuse_bytes() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return inuse_bytes_;
+}
+
 namespace {
 
 int64_t Round(double v) { return v <= 0 ? 0 : std::llround(v); }
@@ -89,7 +96,7 @@ const std::string& StringOf(const agent::SiteTable::Snapshot& s, uint32_t id) {
 
 std::string BuildPprof(const std::vector<Row>& rows, const agent::SiteTable::Snapshot& sites,
                        int64_t interval, ProfileKind kind,
-                       const std::vector<std::string>& comments) {
+                       const std::vector<std::string>& comments, const std::string& main_binary) {
   pprof::ProfileBuilder b;
   b.AddSampleType("alloc_objects", "count");
   b.AddSampleType("alloc_space", "bytes");
@@ -98,7 +105,7 @@ std::string BuildPprof(const std::vector<Row>& rows, const agent::SiteTable::Sna
   b.SetPeriod("space", "bytes", interval);
   b.SetDefaultSampleType(kind == ProfileKind::kHeap ? "inuse_space" : "alloc_space");
   b.SetTimeNanos(agent::WallNanos());
-  b.SetMainBinary("minivm");
+  b.SetMainBinary(main_binary);
   for (const std::string& c : comments) b.AddComment(c);
   std::vector<uint64_t> locs;
   std::vector<pprof::Label> labels(3);
@@ -166,7 +173,7 @@ std::string BuildCollapsed(const std::vector<Row>& rows, const agent::SiteTable:
 }
 
 std::string BuildSummary(const std::vector<Row>& rows, const agent::SiteTable::Snapshot& sites,
-                         int64_t interval, int n) {
+                         int64_t interval, int n, const std::string& live_when) {
   struct Site {
     uint32_t frame;
     double live_bytes = 0, live_objects = 0, alloc_bytes = 0, alloc_objects = 0;
@@ -191,10 +198,10 @@ std::string BuildSummary(const std::vector<Row>& rows, const agent::SiteTable::S
   char line[512];
   std::string out;
   std::snprintf(line, sizeof line,
-                "heapprof: %lld samples at interval %lld B: est. %s allocated, %s live at the "
-                "last collection\n",
+                "heapprof: %lld samples at interval %lld B: est. %s allocated, %s live %s\n",
                 static_cast<long long>(samples), static_cast<long long>(interval),
-                agent::HumanBytes(total_alloc).c_str(), agent::HumanBytes(total_live).c_str());
+                agent::HumanBytes(total_alloc).c_str(), agent::HumanBytes(total_live).c_str(),
+                live_when.c_str());
   out += line;
   for (int pass = 0; pass < 2; pass++) {
     bool live = pass == 0;

@@ -58,6 +58,8 @@ class HeapData {
   void RecordPromote(int64_t tag);
   void Copy(std::vector<Row>* rows) const;
   double allocated_bytes() const;
+  // The estimated bytes of the samples not reported dead.
+  double inuse_bytes() const;
 
  private:
   struct KeyHash {
@@ -77,6 +79,7 @@ class HeapData {
   std::vector<Row> rows_;
   std::unordered_map<int64_t, LiveRecord> live_;
   double allocated_bytes_ = 0;
+  double inuse_bytes_ = 0;
 };
 
 enum class ProfileKind { kHeap, kAllocs };
@@ -85,10 +88,12 @@ enum class ProfileKind { kHeap, kAllocs };
 // string labels class and thread, default sample type inuse_space (kHeap)
 // or alloc_space (kAllocs); the numeric label promoted_bytes on rows with
 // promoted samples; `comments` as the profile's comments (`go tool pprof
-// -comments`). Empty on failure.
+// -comments`); `main_binary` names the main mapping (pprof's "File:").
+// Empty on failure.
 std::string BuildPprof(const std::vector<Row>& rows, const agent::SiteTable::Snapshot& sites,
                        int64_t interval, ProfileKind kind,
-                       const std::vector<std::string>& comments = {});
+                       const std::vector<std::string>& comments = {},
+                       const std::string& main_binary = "minivm");
 
 // Collapsed stacks, root first, "outer;...;inner;[Class] bytes" per line,
 // weights rounded per line; lines with a zero weight are left out.
@@ -96,9 +101,10 @@ std::string BuildCollapsed(const std::vector<Row>& rows, const agent::SiteTable:
                            bool inuse);
 
 // The human summary printed at VM death: top `n` allocation sites (frame 0)
-// by live bytes and by allocated bytes.
+// by live bytes and by allocated bytes. `live_when` completes "N MiB live
+// ..." with when liveness was last known ("after a full collection at exit").
 std::string BuildSummary(const std::vector<Row>& rows, const agent::SiteTable::Snapshot& sites,
-                         int64_t interval, int n);
+                         int64_t interval, int n, const std::string& live_when);
 
 }  // namespace heapprof
 

@@ -21,6 +21,12 @@
  *   depth=N          frames per stack (default 64)
  *   threads=A+B      sample only the threads with these names
  *   top=N            sites in the exit summary (default 5; 0: no summary)
+ *   gc=1|0           collect the whole heap before every profile that
+ *                    reports live data (default 1, as jmap -histo:live);
+ *                    0: live is as of the last collection, and says so
+ *   gdump=FRACTION   also write a numbered dump each time the estimated live
+ *                    heap after a collection exceeds its previous maximum by
+ *                    FRACTION (e.g. 0.1; jemalloc's prof_gdump)
  *
  * Design:
  *  1. Each sample is captured on the allocating thread: stack (resolved to
@@ -34,6 +40,19 @@
  *     nothing is ever written from a signal handler or a GC callback.
  *  4. Callbacks arrive on several threads: HeapData and SiteTable lock
  *     internally; no agent lock is held across a VMTI call.
+ *  5. Live means live (gc=1, the default): the final profile, the summary
+ *     and every numbered dump are taken right after a full collection that
+ *     heapprof forces (ForceGarbageCollection, whose ObjectFree events are
+ *     delivered before it returns), so in-use figures count only reachable
+ *     objects. Without it they are "as of the last collection", and a
+ *     program that never collected would report every sampled byte live.
+ *     The worker thread forces the collection for dumps; it holds no agent
+ *     lock meanwhile, since a thread in a callback waiting for that lock
+ *     could not reach the safepoint.
+ *  6. One instance per environment (common/agent.h): the library may be
+ *     loaded twice (`--heap-profile=a -agentlib:heapprof=...`), and each
+ *     load is an independent profiler. Only SIGUSR2, which is process-wide,
+ *     has process-wide state: a counter that every instance's worker reads.
  */
 #include <signal.h>
 #include <unistd.h>
@@ -53,8 +72,10 @@
 #include <thread>
 #include <vector>
 
+#include "../common/agent.h"
 #include "../common/options.h"
 #include "../common/output.h"
+#include "../common/program.h"
 #include "../common/sites.h"
 #include "heap_profile.h"
 #include "http_server.h"
@@ -77,21 +98,59 @@ struct Config {
   int64_t depth = 64;
   std::vector<std::string> threads;
   int64_t top = 5;
+  bool gc = true;
+  double gdump = 0;  // 0: off
 };
 
-// Set by the SIGUSR2 handler, read by the worker thread: a lock-free atomic
-// is both async-signal-safe and race-free across threads.
-std::atomic<bool> g_sigusr2{false};
-static_assert(std::atomic<bool>::is_always_lock_free, "signal-safe flag");
+// SIGUSR2 is process-wide, the instances are not: the handler counts
+// signals, and each instance's worker dumps when the count moved past what
+// it last saw. A lock-free atomic is async-signal-safe and race-free.
+std::atomic<uint64_t> g_sigusr2_count{0};
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "signal-safe counter");
 void OnSigusr2(int) {
   int saved = errno;
-  g_sigusr2.store(true, std::memory_order_relaxed);
+  g_sigusr2_count.fetch_add(1, std::memory_order_relaxed);
   errno = saved;
+}
+
+// The handler is installed by the first instance to start and the previous
+// one restored when the last instance dies.
+std::mutex g_signal_mu;
+int g_signal_users = 0;                 // guarded by g_signal_mu
+struct sigaction g_old_sigusr2;         // guarded by g_signal_mu
+bool g_signal_installed = false;        // guarded by g_signal_mu
+
+void AcquireSigusr2() {
+  std::lock_guard<std::mutex> g(g_signal_mu);
+  if (g_signal_users++ > 0) return;
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = OnSigusr2;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  g_signal_installed = sigaction(SIGUSR2, &sa, &g_old_sigusr2) == 0;
+}
+
+void ReleaseSigusr2() {
+  std::lock_guard<std::mutex> g(g_signal_mu);
+  if (--g_signal_users > 0) return;
+  if (g_signal_installed) sigaction(SIGUSR2, &g_old_sigusr2, nullptr);
+  g_signal_installed = false;
+}
+
+// Set when a profile could not be written: Agent_OnUnload then fails the
+// run (exit status 1), after every agent's VMDeath has run.
+std::atomic<bool> g_write_failed{false};
+
+double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
 class Profiler {
  public:
-  explicit Profiler(Config c) : config_(std::move(c)), log_(kName) {
+  static constexpr const char* kName = heapprof::kName;
+
+  Profiler(Config c, vmtiEnv* env) : config_(std::move(c)), log_(kName), env_(env) {
     next_dump_at_ = static_cast<double>(config_.dump_every);
   }
 
@@ -106,12 +165,9 @@ class Profiler {
       interval_.store(interval);
     }
     if (!config_.threads.empty()) MaybeEnableFor(env, main_thread);
-    struct sigaction sa;
-    std::memset(&sa, 0, sizeof sa);
-    sa.sa_handler = OnSigusr2;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    signal_installed_ = sigaction(SIGUSR2, &sa, &old_sigusr2_) == 0;
+    sigusr2_seen_ = g_sigusr2_count.load(std::memory_order_relaxed);
+    AcquireSigusr2();
+    signal_acquired_ = true;
     StartWorker();
     if (config_.http_port >= 0) {
       http_.Start(
@@ -120,6 +176,13 @@ class Profiler {
   }
 
   void OnThreadStart(vmtiEnv* env, vmtiThread thread) { MaybeEnableFor(env, thread); }
+
+  // Inside the collection's pause: raw bookkeeping only.
+  void OnGcFinish(vmtiEnv*) {
+    gc_count_.fetch_add(1, std::memory_order_release);
+    last_gc_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                      std::memory_order_relaxed);
+  }
 
   void OnSample(vmtiEnv* env, vmtiThread thread, vmtiObject object, vmtiClass klass,
                 vmtiLong size) {
@@ -136,6 +199,7 @@ class Profiler {
     // record is in place before any ObjectFree for it.
     if (!log_.Check(env, (*env)->SetTag(env, object, tag), "SetTag")) tag = 0;
     double allocated = data_.RecordAlloc(tag, key, info.weight, size);
+    if (config_.gdump > 0) CheckHighWater();
     if (config_.dump_every > 0) {
       bool due = false;
       {
@@ -147,30 +211,33 @@ class Profiler {
           due = true;
         }
       }
-      // The state is copied here, at the crossing, so that each numbered
-      // dump shows the heap at its threshold however late the worker runs;
-      // encoding and writing happen on the worker.
-      if (due) Enqueue("dump_every");
+      // With gc=1 the worker collects and then copies; otherwise the state
+      // is copied here, at the crossing, so that each numbered dump shows
+      // the heap at its threshold however late the worker runs. Encoding
+      // and writing happen on the worker.
+      if (due) Request("dump_every");
     }
   }
 
   void OnObjectFree(vmtiEnv*, vmtiLong tag) { data_.RecordFree(tag); }
 
   void OnVMDeath(vmtiEnv* env) {
-    (void)env;
     dead_.store(true, std::memory_order_release);
     StopWorker();
     http_.Stop();
-    if (signal_installed_) sigaction(SIGUSR2, &old_sigusr2_, nullptr);
+    if (signal_acquired_) ReleaseSigusr2();
+    signal_acquired_ = false;
+    const LiveNote note = CollectForLiveData(env, "at exit");
     std::vector<Row> rows;
     agent::SiteTable::Snapshot sites;
     data_.Copy(&rows);
     sites_.Copy(&sites);
     if (config_.top > 0) {
-      std::string s = BuildSummary(rows, sites, interval_.load(), static_cast<int>(config_.top));
+      std::string s = BuildSummary(rows, RelativeToProgram(sites), interval_.load(),
+                                   static_cast<int>(config_.top), note.summary);
       std::fputs(s.c_str(), stderr);
     }
-    if (!config_.file.empty() && Write(config_.file, rows, sites)) {
+    if (!config_.file.empty() && Write(config_.file, rows, sites, note, "final profile")) {
       if (config_.collapsed) {
         std::fprintf(stderr, "heapprof: wrote %s (collapsed stacks: flamegraph.pl, speedscope)\n",
                      config_.file.c_str());
@@ -207,11 +274,98 @@ class Profiler {
     }
   }
 
+  // File names relative to the program's directory (common/program.h), so
+  // that labels read "leaky_cache.mv:53"; the profile's comments name the
+  // directory for `go tool pprof -source_path`.
+  static agent::SiteTable::Snapshot RelativeToProgram(const agent::SiteTable::Snapshot& sites) {
+    const agent::ProgramInfo& program = agent::CurrentProgram();
+    agent::SiteTable::Snapshot shown = sites;
+    for (agent::Frame& f : shown.frames) f.file = agent::RelativeToProgram(program, f.file);
+    return shown;
+  }
+
+  // When liveness was last established, for the summary and the profile's
+  // comments.
+  struct LiveNote {
+    std::string summary;  // completes "N MiB live ..."
+    std::string comment;  // a profile comment
+  };
+
+  // gc=1: a full collection now, so that in-use data is exact up to
+  // sampling (its ObjectFree events have been delivered when
+  // ForceGarbageCollection returns). gc=0: says when the last one ran.
+  // Must be called with no agent lock held (see design point 5).
+  LiveNote CollectForLiveData(vmtiEnv* env, const char* when) {
+    if (config_.gc &&
+        log_.Check(env, (*env)->ForceGarbageCollection(env), "ForceGarbageCollection")) {
+      LiveNote note;
+      note.summary = std::string("after a full collection ") + when;
+      note.comment = "inuse: objects reachable at a full collection run just before this profile";
+      return note;
+    }
+    return LastCollectionNote();
+  }
+
+  LiveNote LastCollectionNote() const {
+    LiveNote note;
+    const uint64_t n = gc_count_.load(std::memory_order_acquire);
+    if (n == 0) {
+      note.summary = "(no collection has run: every sampled object counts as live)";
+      note.comment = "inuse: no collection has run, so every sampled object counts as live";
+      return note;
+    }
+    const std::chrono::steady_clock::time_point last{
+        std::chrono::steady_clock::duration(last_gc_ns_.load(std::memory_order_relaxed))};
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "as of the last collection (#%llu, %.2f s before this)",
+                  static_cast<unsigned long long>(n), SecondsSince(last));
+    note.summary = buf;
+    note.comment = std::string("inuse: ") + buf +
+                   "; objects that died since still count as live (heapprof gc=0)";
+    return note;
+  }
+
+  // gdump: after each collection (seen at the next sample, which runs after
+  // the collection's ObjectFree events), a dump when the estimated live heap
+  // exceeds its previous maximum by the fraction. No collection is forced:
+  // the dump is of the collection that set the new high-water mark.
+  void CheckHighWater() {
+    const uint64_t gcs = gc_count_.load(std::memory_order_acquire);
+    if (gcs == gdump_seen_gc_.load(std::memory_order_relaxed)) return;
+    std::lock_guard<std::mutex> g(gdump_mu_);
+    if (gcs == gdump_seen_gc_.load(std::memory_order_relaxed)) return;
+    gdump_seen_gc_.store(gcs, std::memory_order_relaxed);
+    const double live = data_.inuse_bytes();
+    if (live <= 0 || live <= gdump_max_ * (1 + config_.gdump)) return;
+    gdump_max_ = live;
+    char why[96];
+    std::snprintf(why, sizeof why, "gdump, est. %s live after collection #%llu",
+                  agent::HumanBytes(live).c_str(), static_cast<unsigned long long>(gcs));
+    LiveNote note;
+    note.summary = std::string("right after collection #") + std::to_string(gcs);
+    note.comment = "inuse: as of collection #" + std::to_string(gcs) +
+                   ", which set a new high-water mark (heapprof gdump; no collection forced)";
+    Enqueue(why, &note);
+  }
+
   bool Write(const std::string& path, const std::vector<Row>& rows,
-             const agent::SiteTable::Snapshot& sites) {
-    std::string data = config_.collapsed
-                           ? BuildCollapsed(rows, sites, config_.collapsed_inuse)
-                           : BuildPprof(rows, sites, interval_.load(), ProfileKind::kHeap);
+             const agent::SiteTable::Snapshot& sites, const LiveNote& note, const char* what) {
+    std::string data;
+    if (config_.collapsed) {
+      data = BuildCollapsed(rows, sites, config_.collapsed_inuse);
+    } else {
+      const agent::ProgramInfo& program = agent::CurrentProgram();
+      std::vector<std::string> comments;
+      comments.push_back(std::string("minivm heapprof, ") + what);
+      if (!program.command_line.empty()) comments.push_back("command: " + program.command_line);
+      if (!program.dir.empty()) {
+        comments.push_back("source files are relative to " + program.dir +
+                           " (go tool pprof -source_path=" + program.dir + " for -list)");
+      }
+      comments.push_back(note.comment);
+      data = BuildPprof(rows, RelativeToProgram(sites), interval_.load(), ProfileKind::kHeap, comments,
+                        program.path.empty() ? "minivm" : program.path);
+    }
     if (data.empty() && !config_.collapsed) {
       std::fprintf(stderr, "heapprof: could not encode the profile\n");
       return false;
@@ -219,24 +373,40 @@ class Profiler {
     std::string error;
     if (!agent::WriteOutput(path, data, &error)) {
       std::fprintf(stderr, "heapprof: %s\n", error.c_str());
+      g_write_failed.store(true);
       return false;
     }
     return true;
   }
 
+  // A numbered dump: its state is copied when it is queued or,
+  // with gc=1, by the worker after the collection it forces.
   struct PendingDump {
-    const char* why;
-    double allocated;
+    std::string why;
+    bool copied = false;
+    LiveNote note;
+    double allocated = 0;
     std::vector<Row> rows;
     agent::SiteTable::Snapshot sites;
   };
 
-  void Enqueue(const char* why) {
+  // A dump of the state after a forced collection (gc=1), or of the state
+  // now (gc=0).
+  void Request(const char* why) {
+    if (config_.gc) {
+      Enqueue(why, nullptr);
+    } else {
+      const LiveNote note = LastCollectionNote();
+      Enqueue(why, &note);
+    }
+  }
+
+  // copy_with: copy the state now, with that note; null: the worker
+  // collects and copies.
+  void Enqueue(const std::string& why, const LiveNote* copy_with) {
     PendingDump d;
     d.why = why;
-    d.allocated = data_.allocated_bytes();
-    data_.Copy(&d.rows);
-    sites_.Copy(&d.sites);
+    if (copy_with != nullptr) Copy(&d, *copy_with);
     std::lock_guard<std::mutex> g(worker_mu_);
     if (queue_.size() >= kMaxQueued) {
       dropped_dumps_++;  // the worker is far behind: keep memory bounded
@@ -246,13 +416,23 @@ class Profiler {
     worker_cv_.notify_one();
   }
 
-  void DumpNumbered(const PendingDump& d) {
+  void Copy(PendingDump* d, LiveNote note) {
+    d->copied = true;
+    d->note = std::move(note);
+    d->allocated = data_.allocated_bytes();
+    data_.Copy(&d->rows);
+    sites_.Copy(&d->sites);
+  }
+
+  void DumpNumbered(PendingDump& d) {
+    if (!d.copied) Copy(&d, CollectForLiveData(env_, "for this dump"));
     std::string base =
         config_.file.empty() ? (config_.collapsed ? "heap.folded" : "heap.pb.gz") : config_.file;
     std::string path = agent::NumberedPath(base, ++dump_seq_);
-    if (Write(path, d.rows, d.sites)) {
-      std::fprintf(stderr, "heapprof: wrote %s (%s, est. %s allocated)\n", path.c_str(), d.why,
-                   agent::HumanBytes(d.allocated).c_str());
+    const std::string what = "dump " + std::to_string(dump_seq_) + " (" + d.why + ")";
+    if (Write(path, d.rows, d.sites, d.note, what.c_str())) {
+      std::fprintf(stderr, "heapprof: wrote %s (%s, est. %s allocated)\n", path.c_str(),
+                   d.why.c_str(), agent::HumanBytes(d.allocated).c_str());
     }
   }
 
@@ -283,14 +463,18 @@ class Profiler {
         worker_cv_.wait_for(lk, std::chrono::milliseconds(100));
       }
       const char* why = nullptr;
-      if (g_sigusr2.exchange(false, std::memory_order_relaxed)) why = "SIGUSR2";
+      const uint64_t signals = g_sigusr2_count.load(std::memory_order_relaxed);
+      if (signals != sigusr2_seen_) {
+        sigusr2_seen_ = signals;
+        why = "SIGUSR2";
+      }
       if (!config_.control.empty() && access(config_.control.c_str(), F_OK) == 0) {
         unlink(config_.control.c_str());
         why = "control file";
       }
       if (why != nullptr) {
         lk.unlock();
-        Enqueue(why);
+        Request(why);
         lk.lock();
       }
       if (!queue_.empty()) {
@@ -342,14 +526,20 @@ class Profiler {
 
   Config config_;
   agent::ErrorLog log_;
+  vmtiEnv* const env_;
   agent::SiteTable sites_;
   HeapData data_;
   HttpServer http_;
   std::atomic<int64_t> next_tag_{1};
   std::atomic<int64_t> interval_{524288};
   std::atomic<bool> dead_{false};
-  bool signal_installed_ = false;
-  struct sigaction old_sigusr2_;
+  bool signal_acquired_ = false;
+  uint64_t sigusr2_seen_ = 0;  // the worker's
+  std::atomic<uint64_t> gc_count_{0};
+  std::atomic<int64_t> last_gc_ns_{0};  // steady_clock, of the last GarbageCollectionFinish
+  std::mutex gdump_mu_;
+  std::atomic<uint64_t> gdump_seen_gc_{0};
+  double gdump_max_ = 0;  // guarded by gdump_mu_
   std::mutex worker_mu_;
   std::condition_variable worker_cv_;
   static constexpr size_t kMaxQueued = 64;
@@ -360,30 +550,6 @@ class Profiler {
   int dump_seq_ = 0;
   std::thread worker_;
 };
-
-Profiler* g_profiler = nullptr;
-
-// Trampolines: no C++ exception (bad_alloc, a thread that cannot start) may
-// No C++ exception may unwind into the VM (common/sites.h).
-template <typename F>
-void Guard(const char* what, F&& f) {
-  agent::Guard(kName, what, std::forward<F>(f));
-}
-void JNI_VMInit(vmtiEnv* env, vmtiThread t) {
-  Guard("VMInit", [&] { g_profiler->OnVMInit(env, t); });
-}
-void JNI_VMDeath(vmtiEnv* env) {
-  Guard("VMDeath", [&] { g_profiler->OnVMDeath(env); });
-}
-void JNI_ThreadStart(vmtiEnv* env, vmtiThread t) {
-  Guard("ThreadStart", [&] { g_profiler->OnThreadStart(env, t); });
-}
-void JNI_Sample(vmtiEnv* env, vmtiThread t, vmtiObject o, vmtiClass k, vmtiLong s) {
-  Guard("SampledObjectAlloc", [&] { g_profiler->OnSample(env, t, o, k, s); });
-}
-void JNI_ObjectFree(vmtiEnv* env, vmtiLong tag) {
-  Guard("ObjectFree", [&] { g_profiler->OnObjectFree(env, tag); });
-}
 
 int ParseConfig(const char* options, Config* c) {
   agent::OptionList list;
@@ -438,13 +604,42 @@ int ParseConfig(const char* options, Config* c) {
       if (!agent::ParseInt(v, 0, 1000, &c->top)) {
         return agent::BadOption(kName, k, v, "want a count from 0 to 1000");
       }
+    } else if (k == "gc") {
+      if (v == "1")
+        c->gc = true;
+      else if (v == "0")
+        c->gc = false;
+      else
+        return agent::BadOption(kName, k, v, "want 1 (collect before each profile) or 0");
+    } else if (k == "gdump") {
+      if (!agent::ParseDouble(v, 1e-6, 1e6, &c->gdump)) {
+        return agent::BadOption(kName, k, v, "want a growth fraction > 0, e.g. 0.1");
+      }
     } else {
       return agent::BadOption(kName, k, v,
                               "unknown option (known: interval, file, format, space, dump_every, "
-                              "control, http, depth, threads, top)");
+                              "control, http, depth, threads, top, gc, gdump)");
     }
   }
   if (!c->file_given) c->file = c->collapsed ? "heap.folded" : "heap.pb.gz";
+  // Every path is checked now, so that a typo fails before the program
+  // runs, not after it. Numbered dumps go beside `file` (or the default).
+  std::string error;
+  const bool dumps = c->dump_every > 0 || c->gdump > 0 || !c->control.empty();
+  if (!c->file.empty() && !agent::CheckOutputPath(c->file, &error)) {
+    return agent::BadOption(kName, "file", c->file, ("cannot write: " + error).c_str());
+  }
+  if (c->file.empty() && dumps) {
+    const std::string base = c->collapsed ? "heap.folded" : "heap.pb.gz";
+    if (!agent::CheckOutputPath(base, &error)) {
+      return agent::BadOption(kName, "file", "", ("numbered dumps cannot go to the working "
+                                                  "directory: " + error).c_str());
+    }
+  }
+  if (!c->control.empty() && !agent::CheckOutputPath(c->control, &error)) {
+    return agent::BadOption(kName, "control", c->control,
+                            ("cannot be watched (it is deleted when seen): " + error).c_str());
+  }
   return 0;
 }
 
@@ -456,37 +651,9 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   (void)reserved;
   Config config;
   if (ParseConfig(options, &config) != 0) return 1;
-  vmtiEnv* env = nullptr;
-  if ((*vm)->GetEnv(vm, reinterpret_cast<void**>(&env), VMTI_VERSION_1) != VMTI_ERROR_NONE) {
-    std::fprintf(stderr, "heapprof: GetEnv failed\n");
-    return 1;
-  }
-  auto profiler = std::make_unique<Profiler>(config);
-  agent::ErrorLog& log = profiler->log();
-
-  vmtiCapabilities caps;
-  std::memset(&caps, 0, sizeof caps);
-  caps.can_generate_sampled_alloc_events = 1;
-  caps.can_tag_objects = 1;
-  caps.can_generate_object_free_events = 1;
-  if (!log.Check(env, (*env)->AddCapabilities(env, &caps), "AddCapabilities")) return 1;
-
-  vmtiEventCallbacks cb;
-  std::memset(&cb, 0, sizeof cb);
-  cb.VMInit = &JNI_VMInit;
-  cb.VMDeath = &JNI_VMDeath;
-  cb.ThreadStart = &JNI_ThreadStart;
-  cb.SampledObjectAlloc = &JNI_Sample;
-  cb.ObjectFree = &JNI_ObjectFree;
-  if (!log.Check(env, (*env)->SetEventCallbacks(env, &cb, static_cast<vmtiInt>(sizeof cb)),
-                 "SetEventCallbacks")) {
-    return 1;
-  }
-  if (config.interval >= 0 &&
-      !log.Check(env, (*env)->SetHeapSamplingInterval(env, static_cast<vmtiInt>(config.interval)),
-                 "SetHeapSamplingInterval")) {
-    return 1;
-  }
+  vmtiEnv* env = agent::NewEnvironment(vm, kName);
+  if (env == nullptr) return 1;
+  auto profiler = std::make_unique<Profiler>(config, env);
   if (config.http_port >= 0) {
     std::string error;
     if (!profiler->http().Listen(static_cast<int>(config.http_port), &error)) {
@@ -497,26 +664,39 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
     std::fprintf(stderr, "heapprof: serving http://127.0.0.1:%d/debug/pprof/heap\n",
                  profiler->http().port());
   }
-  struct {
-    vmtiEvent event;
-    bool on;
-  } events[] = {
-      {VMTI_EVENT_VM_INIT, true},
-      {VMTI_EVENT_VM_DEATH, true},
-      {VMTI_EVENT_OBJECT_FREE, true},
-      // With threads=, the event is enabled per thread from VMInit/ThreadStart.
-      {VMTI_EVENT_SAMPLED_OBJECT_ALLOC, config.threads.empty()},
-      {VMTI_EVENT_THREAD_START, !config.threads.empty()},
-  };
-  for (const auto& e : events) {
-    if (e.on &&
-        !log.Check(env, (*env)->SetEventNotificationMode(env, VMTI_ENABLE, e.event, nullptr),
-                   "SetEventNotificationMode")) {
-      return 1;
-    }
+  agent::Setup setup;
+  setup.capabilities.can_generate_sampled_alloc_events = 1;
+  setup.capabilities.can_tag_objects = 1;
+  setup.capabilities.can_generate_object_free_events = 1;
+  setup.capabilities.can_generate_garbage_collection_events = 1;
+  setup.callbacks.VMInit = &agent::Callback<&Profiler::OnVMInit>::Fn;
+  setup.callbacks.VMDeath = &agent::Callback<&Profiler::OnVMDeath>::Fn;
+  setup.callbacks.ThreadStart = &agent::Callback<&Profiler::OnThreadStart>::Fn;
+  setup.callbacks.SampledObjectAlloc = &agent::Callback<&Profiler::OnSample>::Fn;
+  setup.callbacks.ObjectFree = &agent::Callback<&Profiler::OnObjectFree>::Fn;
+  setup.callbacks.GarbageCollectionFinish = &agent::Callback<&Profiler::OnGcFinish>::Fn;
+  setup.interval = config.interval;
+  // With threads=, SampledObjectAlloc is enabled per thread from VMInit and
+  // ThreadStart instead.
+  if (config.threads.empty()) {
+    setup.events = {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH, VMTI_EVENT_OBJECT_FREE,
+                    VMTI_EVENT_GARBAGE_COLLECTION_FINISH, VMTI_EVENT_SAMPLED_OBJECT_ALLOC};
+  } else {
+    setup.events = {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH, VMTI_EVENT_OBJECT_FREE,
+                    VMTI_EVENT_GARBAGE_COLLECTION_FINISH, VMTI_EVENT_THREAD_START};
   }
-  // Lives until the process ends: no event is sent after VMDeath, but the
-  // library may stay mapped.
-  g_profiler = profiler.release();
+  // Installed before Install stores it: lives until the process ends
+  // (common/agent.h).
+  Profiler* p = profiler.release();
+  if (!agent::Install(env, p, setup, &p->log())) return 1;
   return 0;
+}
+
+// After every agent's VMDeath: a profile that could not be written fails
+// the run, so that scripts notice (the summary said which and why).
+VMTI_EXPORT void Agent_OnUnload(vmtiVM*) {
+  if (!heapprof::g_write_failed.load()) return;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  _exit(1);
 }
