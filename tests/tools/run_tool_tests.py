@@ -32,6 +32,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -251,7 +252,9 @@ def decode_profile(data):
     return {"sample_type": [vt(b) for b in raw["st"]], "samples": samples, "locations": locs,
             "period_type": vt(raw["pt"]) if raw["pt"] is not None else None,
             "period": raw["period"], "default_sample_type": S[raw["dst"]],
-            "mappings": len(raw["mapping"])}
+            "mappings": len(raw["mapping"]),
+            "mapping_file": S[{f: v for f, _, v in _fields(raw["mapping"][0])}.get(5, 0)]
+            if raw["mapping"] else None}
 
 
 def read_profile(p):
@@ -928,6 +931,194 @@ def vm_heap_profile_flag():
     check(r.returncode == 0, r.stderr)
     check(f"heapprof: wrote {out}" in r.stderr, r.stderr)
     check_heap_profile(read_profile(out))
+
+
+# ---- heapprof as a new user meets it: live data, several instances, outputs ------------
+
+LEAKY = os.path.join(ROOT, "examples", "programs", "leaky_cache.mv")
+
+
+def comments_of(p):
+    """The profile's comments, read by `go tool pprof -comments` (the real reader)."""
+    return pprof(["-comments", p]).splitlines()
+
+
+@test
+def vm_default_quickstart_inuse_names_leak():
+    # The README's quickstart with no tuning: the default heap never collects
+    # on its own, so only the forced collection makes in-use data live.
+    need_vm()
+    d = fresh("vm_quick")
+    os.makedirs(d)
+    out = f"{d}/heap.pb.gz"
+    r = vm([f"--heap-profile={out}", LEAKY, "60000"], seed=3)
+    check(r.returncode == 0, r.stderr)
+    check(re.search(r"MiB live after a full collection at exit", r.stderr), r.stderr)
+    prof = read_profile(out)
+    inuse = by_leaf(prof, 3, key=lambda fr: fr[0])
+    alloc = by_leaf(prof, 1, key=lambda fr: fr[0])
+    total = sum(inuse.values())
+    # make_request's objects (the requests) are all garbage once handled:
+    # after a full collection nothing of them is live; the cache (render's
+    # responses, remember's entries, handle's keys) is.
+    check(inuse.get("make_request", 0) <= 0.02 * total, f"churn counted live: {inuse}")
+    check(sum(inuse.get(f, 0) for f in ("render", "remember", "handle")) >= 0.95 * total,
+          f"inuse {inuse}")
+    check(total < 0.6 * sum(alloc.values()), f"live {total} of allocated {sum(alloc.values())}")
+    if C.go:
+        top = pprof(["-top", "-sample_index=inuse_space", out])
+        first = [l for l in top.splitlines() if re.match(r"\s*[\d.]+[kMG]?B\s", l)][0]
+        check(first.split()[-1] in ("render", "remember"), top)
+        check(any("inuse: objects reachable at a full collection" in c for c in comments_of(out)),
+              "comment on liveness")
+
+
+@test
+def vm_gc0_says_as_of_when():
+    need_vm()
+    out = fresh("vm_gc0.pb.gz")
+    r = vm([agent("heapprof", f"file={out},gc=0"), LEAKY, "20000"])
+    check(r.returncode == 0, r.stderr)
+    check("(no collection has run: every sampled object counts as live)" in r.stderr, r.stderr)
+    r = vm(["--young=1m", agent("heapprof", f"file={out},gc=0"), LEAKY, "20000"])
+    check(re.search(r"live as of the last collection \(#\d+, [\d.]+ s before this\)", r.stderr),
+          r.stderr)
+    if C.go:
+        check(any("as of the last collection" in c for c in comments_of(out)), "gc=0 comment")
+
+
+@test
+def vm_every_pair_of_agents_loads():
+    # An agent library loaded twice is two independent tools (dlopen shares
+    # the library, not the instance); every pair, the same agent included.
+    need_vm()
+    d = fresh("vm_pairs")
+    os.makedirs(d)
+    specs = {
+        "heap-profile": lambda i: [f"--heap-profile={d}/hp{i}.pb.gz"],
+        "heapprof": lambda i: [agent("heapprof", f"file={d}/ha{i}.pb.gz,top=1")],
+        "leakcheck": lambda i: [agent("leakcheck", f"file={d}/lc{i}.txt")],
+        "lifetimes": lambda i: [agent("lifetimes", f"file={d}/lt{i}.txt,trace={d}/tr{i}.jsonl")],
+    }
+    outputs = {"heap-profile": "hp{}.pb.gz", "heapprof": "ha{}.pb.gz", "leakcheck": "lc{}.txt",
+               "lifetimes": "lt{}.txt"}
+    names = sorted(specs)
+    pairs = [(a, b) for i, a in enumerate(names) for b in names[i:]]
+    for a, b in pairs:
+        for f in os.listdir(d):
+            os.unlink(os.path.join(d, f))
+        r = vm(["--young=2m", *specs[a](1), *specs[b](2), LEAKY, "5000"], seed=1)
+        check(r.returncode == 0, f"{a} + {b}: exit {r.returncode}\n{r.stderr}")
+        for name, i in ((a, 1), (b, 2)):
+            f = os.path.join(d, outputs[name].format(i))
+            check(os.path.exists(f) and os.path.getsize(f) > 0, f"{a} + {b}: no {f}\n{r.stderr}")
+            if f.endswith(".pb.gz"):
+                check_heap_profile(read_profile(f))
+    print(f"    {len(pairs)} pairs")
+
+
+@test
+def vm_heapprof_bad_paths_fail_at_load():
+    need_vm()
+    prog = os.path.join(ROOT, "examples", "programs", "hello.mv")
+    for opt in ("file=/nonexistent/dir/x.pb.gz", f"file={C.work}", "control=/nonexistent/d/c"):
+        r = vm([agent("heapprof", opt), prog])
+        check(r.returncode == 1, f"{opt}: exit {r.returncode}, want 1\n{r.stderr}")
+        check(r.stdout == "", f"{opt}: the program ran: {r.stdout!r}")
+        first = r.stderr.splitlines()[0]
+        check(first.startswith(f"heapprof: bad option '{opt.split('=')[0]}=") and
+              "cannot" in first, f"{opt}: {r.stderr}")
+    r = vm([f"--heap-profile=/nonexistent/dir/x.pb.gz", prog])
+    check(r.returncode == 1 and r.stdout == "", f"--heap-profile: {r.returncode}\n{r.stderr}")
+
+
+@test
+def vm_heapprof_writes_devices_in_place_and_follows_symlinks():
+    need_vm()
+    prog = os.path.join(ROOT, "examples", "programs", "hello.mv")
+    # /dev/null stays a device (written in place, never replaced by rename).
+    r = vm([agent("heapprof", "file=/dev/null,top=0"), prog])
+    check(r.returncode == 0, r.stderr)
+    check(stat.S_ISCHR(os.stat("/dev/null").st_mode), "/dev/null was replaced")
+    # /dev/full: ENOSPC is one line, nothing claims it was written, exit 1.
+    r = vm([agent("heapprof", "file=/dev/full,top=0"), prog])
+    check(r.returncode == 1, f"/dev/full: exit {r.returncode}\n{r.stderr}")
+    check("heapprof: cannot write /dev/full: No space left on device" in r.stderr, r.stderr)
+    check("wrote /dev/full" not in r.stderr, r.stderr)
+    check(r.stdout == "hello, world\n", f"program output lost: {r.stdout!r}")
+    # A symlink is followed: the link stays, its target gets the profile.
+    d = fresh("vm_symlink")
+    os.makedirs(f"{d}/real")
+    os.symlink("real/target.pb.gz", f"{d}/link.pb.gz")
+    r = vm([agent("heapprof", f"file={d}/link.pb.gz,top=0"), LEAKY, "2000"])
+    check(r.returncode == 0, r.stderr)
+    check(os.path.islink(f"{d}/link.pb.gz"), "the symlink was replaced")
+    check_heap_profile(read_profile(f"{d}/real/target.pb.gz"))
+    check(not [f for f in os.listdir(f"{d}/real") if ".tmp" in f], "temporary file left")
+
+
+@test
+def vm_heapprof_gdump():
+    # jemalloc's prof_gdump: a dump each time the live estimate after a
+    # collection exceeds the previous maximum by the fraction. The program
+    # is single-threaded, so each dump's state is exactly what was compared.
+    need_vm()
+    d = fresh("vm_gdump")
+    os.makedirs(d)
+    r = vm(["--young=2m", agent("heapprof", f"interval=64k,file={d}/h.pb.gz,gdump=0.5,top=0"),
+            LEAKY, "60000"], seed=2)
+    check(r.returncode == 0, r.stderr)
+    lines = re.findall(r"heapprof: wrote (\S+) \(gdump, est\. [\d.]+ \w+ live after collection", r.stderr)
+    check(len(lines) >= 3, f"gdump dumps: {r.stderr}")
+    live = [sum(s["values"][3] for s in read_profile(p)["samples"]) for p in lines]
+    for a, b in zip(live, live[1:]):
+        check(b > 1.5 * a * 0.999, f"live {live}: each dump must exceed the previous by 50%")
+    if C.go:
+        check(any("high-water mark" in c for c in comments_of(lines[-1])), "gdump comment")
+
+
+@test
+def vm_numbered_dumps_after_full_collection():
+    need_vm()
+    d = fresh("vm_dumps_gc")
+    os.makedirs(d)
+    r = vm([agent("heapprof", f"interval=64k,file={d}/h.pb.gz,dump_every=4m,top=0"),
+            LEAKY, "40000"], seed=1)
+    check(r.returncode == 0, r.stderr)
+    dumps = sorted(f for f in os.listdir(d) if re.fullmatch(r"h\.\d{4}\.pb\.gz", f))
+    check(len(dumps) >= 2, f"dumps {dumps}\n{r.stderr}")
+    for f in dumps:
+        prof = read_profile(f"{d}/{f}")
+        inuse = by_leaf(prof, 3, key=lambda fr: fr[0])
+        check(inuse.get("make_request", 0) <= 0.05 * max(1, sum(inuse.values())),
+              f"{f}: garbage counted live: {inuse}")
+        if C.go:
+            check(any("full collection run just before" in c for c in comments_of(f"{d}/{f}")),
+                  f"{f}: comment")
+
+
+@test
+def vm_profile_names_the_program():
+    need_vm()
+    need_go()
+    d = fresh("vm_names")
+    os.makedirs(d)
+    out = f"{d}/heap.pb.gz"
+    rel = os.path.relpath(LEAKY, C.work)
+    r = vm([f"--heap-profile={out}", rel, "3000"])
+    check(r.returncode == 0, r.stderr)
+    top = pprof(["-top", out])
+    check("File: leaky_cache.mv" in top, top)  # pprof shows the mapping's base name
+    check(read_profile(out)["mapping_file"] == rel, "the main mapping names the program")
+    comments = comments_of(out)
+    check(any(c.startswith("command: ") and c.endswith(f"{rel} 3000") for c in comments),
+          f"comments {comments}")
+    prof = read_profile(out)
+    files = {fr[1] for l in prof["locations"].values() for fr in l}
+    check(files == {"leaky_cache.mv"}, f"frame files {files}")
+    src = os.path.dirname(LEAKY)
+    listing = pprof(["-list=render", f"-source_path={src}", out])
+    check("fn render(" in listing, listing)
 
 
 # ---- driver ------------------------------------------------------------------------------
