@@ -1121,6 +1121,33 @@ def vm_profile_names_the_program():
     check("var body = " in listing, listing)  # the source of the sampled line
 
 
+@test
+def vm_minimal_agent_exact_and_twice():
+    # examples/agents/minimal, the tutorial's agent: at interval 0 every
+    # allocation is a sample of weight = size, so its table is exact; loaded
+    # twice, each instance keeps its own table (environment local storage).
+    need_vm()
+    prog = path("minimal_counts.mv")
+    with open(prog, "w") as f:
+        f.write("class P { a, b }\n"
+                "fn main() {\n"
+                "  var keep = array(1000);\n"
+                "  for (var i = 0; i < 1000; i = i + 1) { keep[i] = new P(i, i); }\n"
+                "  print(len(keep));\n"
+                "}\n")
+    lib = os.path.join(os.path.dirname(C.minivm), "libminimal.so")
+    if not os.path.exists(lib):
+        raise Skip(f"no {lib}")
+    r = vm([f"-agentpath:{lib}=0", f"-agentpath:{lib}", prog])
+    check(r.returncode == 0, r.stderr)
+    tables = r.stdout.split("class ")[1:]
+    check(len(tables) == 2, f"want two tables:\n{r.stdout}")
+    for t in tables:
+        rows = {l.split()[0]: l.split()[1:] for l in t.splitlines()[1:] if l.strip()}
+        check(rows.get("P") == ["1000", "1000", "32000"], f"P row {rows.get('P')}:\n{r.stdout}")
+        check(rows.get("Array") == ["1", "1", "8024"], f"Array row {rows.get('Array')}")
+
+
 # ---- driver ------------------------------------------------------------------------------
 
 def probe_vm():

@@ -24,39 +24,51 @@ struct row {
   double objects; /* estimated: sum of weight / size over samples */
   double bytes;   /* estimated: sum of weight */
 };
-static struct row rows[MAX_CLASSES];
-static int row_count;
 
-/* Callbacks can run on several threads at once: guard the table. A spin
- * lock on a GCC builtin keeps this file free of any threading library. */
-static volatile int lock_word;
-static void lock(void) {
-  while (__sync_lock_test_and_set(&lock_word, 1)) {
+/* The agent's state, one per environment: the library may be loaded twice
+ * (-agentlib:minimal -agentlib:minimal=4096), and both loads share its
+ * globals, so the table hangs off the environment instead. */
+struct state {
+  struct row rows[MAX_CLASSES];
+  int row_count;
+  /* Callbacks can run on several threads at once: guard the table. A spin
+   * lock on a GCC builtin keeps this file free of any threading library. */
+  volatile int lock_word;
+};
+
+static struct state* state_of(vmtiEnv* env) {
+  void* data = NULL;
+  (*env)->GetEnvironmentLocalStorage(env, &data);
+  return data;
+}
+static void lock(struct state* s) {
+  while (__sync_lock_test_and_set(&s->lock_word, 1)) {
   }
 }
-static void unlock(void) { __sync_lock_release(&lock_word); }
+static void unlock(struct state* s) { __sync_lock_release(&s->lock_word); }
 
 /* Called on the allocating thread for every sampled object. */
 static void OnSampledObjectAlloc(vmtiEnv* env, vmtiThread thread, vmtiObject object,
                                  vmtiClass klass, vmtiLong size) {
+  struct state* s = state_of(env);
   vmtiSampleInfo info;
   (void)thread;
   (void)object;
   /* weight: the bytes this sample stands for (unbiased for any size mix). */
   if ((*env)->GetSampleInfo(env, &info) != VMTI_ERROR_NONE) return;
-  lock();
+  lock(s);
   int i = 0;
-  while (i < row_count && rows[i].klass != klass) i++;
-  if (i == row_count && row_count < MAX_CLASSES) {
-    rows[row_count].klass = klass;
-    row_count++;
+  while (i < s->row_count && s->rows[i].klass != klass) i++;
+  if (i == s->row_count && s->row_count < MAX_CLASSES) {
+    s->rows[s->row_count].klass = klass;
+    s->row_count++;
   }
-  if (i < row_count) {
-    rows[i].samples++;
-    rows[i].bytes += info.weight;
-    rows[i].objects += info.weight / (double)size;
+  if (i < s->row_count) {
+    s->rows[i].samples++;
+    s->rows[i].bytes += info.weight;
+    s->rows[i].objects += info.weight / (double)size;
   }
-  unlock();
+  unlock(s);
 }
 
 /* The last event: print the table, largest first. */
@@ -67,13 +79,16 @@ static int by_bytes(const void* a, const void* b) {
 }
 
 static void OnVMDeath(vmtiEnv* env) {
-  qsort(rows, (size_t)row_count, sizeof rows[0], by_bytes);
+  struct state* s = state_of(env);
+  qsort(s->rows, (size_t)s->row_count, sizeof s->rows[0], by_bytes);
   printf("%-12s %10s %14s %14s\n", "class", "samples", "est. objects", "est. bytes");
-  for (int i = 0; i < row_count; i++) {
+  for (int i = 0; i < s->row_count; i++) {
     char* name = NULL;
-    if ((*env)->GetClassSignature(env, rows[i].klass, &name, NULL) != VMTI_ERROR_NONE) continue;
-    printf("%-12s %10lld %14.0f %14.0f\n", name, rows[i].samples, rows[i].objects,
-           rows[i].bytes);
+    if ((*env)->GetClassSignature(env, s->rows[i].klass, &name, NULL) != VMTI_ERROR_NONE) {
+      continue;
+    }
+    printf("%-12s %10lld %14.0f %14.0f\n", name, s->rows[i].samples, s->rows[i].objects,
+           s->rows[i].bytes);
     (*env)->Deallocate(env, (unsigned char*)name);
   }
   fflush(stdout);
@@ -84,6 +99,10 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   vmtiEnv* env = NULL;
   (void)reserved;
   if ((*vm)->GetEnv(vm, (void**)&env, VMTI_VERSION_1) != VMTI_ERROR_NONE) return 1;
+
+  /* Never freed: a callback may run until the process ends. */
+  struct state* s = calloc(1, sizeof *s);
+  if (s == NULL || (*env)->SetEnvironmentLocalStorage(env, s) != VMTI_ERROR_NONE) return 1;
 
   vmtiCapabilities caps;
   memset(&caps, 0, sizeof caps);
