@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "agent_api/environment.h"
 #include "agent_api/tool_interface.h"
@@ -328,6 +329,12 @@ vmtiError SetHeapSamplingInterval(vmtiEnv* env, vmtiInt sampling_interval) {
   return VMTI_ERROR_NONE;
 }
 
+// JEP 331's name for the same function (SetHeapSamplingRate in the JEP's
+// text, SetHeapSamplingInterval in the JVMTI that shipped).
+vmtiError SetHeapSamplingRate(vmtiEnv* env, vmtiInt bytes) {
+  return SetHeapSamplingInterval(env, bytes);
+}
+
 vmtiError GetHeapSamplingInterval(vmtiEnv* env, vmtiInt* interval_ptr) {
   VMTI_ENTER(env, kOnload | kLive, false);
   VMTI_NOT_NULL(interval_ptr);
@@ -375,19 +382,11 @@ vmtiError GetAllThreads(vmtiEnv* env, vmtiInt* threads_count_ptr, vmtiThread** t
   return VMTI_ERROR_NONE;
 }
 
-vmtiError GetStackTrace(vmtiEnv* env, vmtiThread thread, vmtiInt start_depth,
-                        vmtiInt max_frame_count, vmtiFrameInfo* frame_buffer,
-                        vmtiInt* count_ptr) {
-  VMTI_ENTER(env, kLive, false);
-  VMTI_NOT_NULL(frame_buffer);
-  VMTI_NOT_NULL(count_ptr);
-  if (max_frame_count < 0) return VMTI_ERROR_ILLEGAL_ARGUMENT;
-  VMThread* current = CurrentThreadState().thread;
-  VMThread* t = nullptr;
-  if (vmtiError err = e->tool->ResolveThread(thread, &t); err != VMTI_ERROR_NONE) return err;
-  // Another thread's frames change under us unless it is suspended, and
-  // minivm has no thread suspension: only the current thread is walkable.
-  if (t != current) return VMTI_ERROR_NOT_AVAILABLE;
+// Copies up to max_frame_count frames of `t`, from start_depth (JVMTI's
+// rule: >= 0 counts from the innermost frame, < 0 from the outermost), into
+// frame_buffer. `t` must be the calling thread or stopped at a safepoint.
+vmtiError ReadFrames(const VMThread* t, vmtiInt start_depth, vmtiInt max_frame_count,
+                     vmtiFrameInfo* frame_buffer, vmtiInt* count_ptr) {
   const int depth = t->depth();
   int first;  // index from the innermost frame
   if (start_depth >= 0) {
@@ -406,6 +405,158 @@ vmtiError GetStackTrace(vmtiEnv* env, vmtiThread thread, vmtiInt start_depth,
     frame_buffer[count].location = static_cast<vmtiLocation>(f.pc - f.fn->code.data());
   }
   *count_ptr = count;
+  return VMTI_ERROR_NONE;
+}
+
+// Runs fn(thread) for each VM thread that is attached to the heap (alive and
+// running language code, or blocked), with every one of them stopped where
+// its frames are precise: the calling thread as it is, the others at a
+// safepoint (the interpreter and compiled code write the frame's pc back
+// before every poll and blocking call, so a stopped thread's frames are what
+// it would report itself). fn must not allocate on the VM heap or block.
+void ForEachStoppedThread(Environment* e, absl::FunctionRef<void(VMThread*)> fn) {
+  VMThread* self = CurrentThreadState().thread;
+  e->tool->vm()->heap()->RunAtSafepoint(self != nullptr ? &self->mutator : nullptr,
+                                        [&](gc::Mutator* m) { fn(VMThread::FromMutator(m)); });
+}
+
+// `t`'s frames read with t stopped; THREAD_NOT_ALIVE if it finished (or
+// detached) before the safepoint.
+template <typename F>
+vmtiError WithThreadStopped(Environment* e, VMThread* t, F&& read) {
+  if (t == CurrentThreadState().thread) return read(t);
+  vmtiError result = VMTI_ERROR_THREAD_NOT_ALIVE;
+  ForEachStoppedThread(e, [&](VMThread* stopped) {
+    if (stopped == t) result = read(t);
+  });
+  return result;
+}
+
+vmtiError GetStackTrace(vmtiEnv* env, vmtiThread thread, vmtiInt start_depth,
+                        vmtiInt max_frame_count, vmtiFrameInfo* frame_buffer,
+                        vmtiInt* count_ptr) {
+  VMTI_ENTER(env, kLive, false);
+  VMTI_NOT_NULL(frame_buffer);
+  VMTI_NOT_NULL(count_ptr);
+  if (max_frame_count < 0) return VMTI_ERROR_ILLEGAL_ARGUMENT;
+  VMThread* t = nullptr;
+  if (vmtiError err = e->tool->ResolveThread(thread, &t); err != VMTI_ERROR_NONE) return err;
+  return WithThreadStopped(e, t, [&](VMThread* stopped) {
+    return ReadFrames(stopped, start_depth, max_frame_count, frame_buffer, count_ptr);
+  });
+}
+
+vmtiError GetFrameCount(vmtiEnv* env, vmtiThread thread, vmtiInt* count_ptr) {
+  VMTI_ENTER(env, kLive, false);
+  VMTI_NOT_NULL(count_ptr);
+  VMThread* t = nullptr;
+  if (vmtiError err = e->tool->ResolveThread(thread, &t); err != VMTI_ERROR_NONE) return err;
+  return WithThreadStopped(e, t, [&](VMThread* stopped) {
+    *count_ptr = stopped->depth();
+    return VMTI_ERROR_NONE;
+  });
+}
+
+// One block for the whole result, freed with one Deallocate: the
+// vmtiStackInfo array, then every thread's frames.
+vmtiError PackStacks(const std::vector<VMThread*>& threads,
+                     const std::vector<std::vector<vmtiFrameInfo>>& frames,
+                     vmtiStackInfo** out) {
+  size_t total = 0;
+  for (const auto& f : frames) total += f.size();
+  const size_t bytes = sizeof(vmtiStackInfo) * std::max<size_t>(1, threads.size()) +
+                       sizeof(vmtiFrameInfo) * total;
+  auto* block = static_cast<unsigned char*>(std::malloc(bytes));
+  if (block == nullptr) return VMTI_ERROR_OUT_OF_MEMORY;
+  auto* info = reinterpret_cast<vmtiStackInfo*>(block);
+  auto* next = reinterpret_cast<vmtiFrameInfo*>(block + sizeof(vmtiStackInfo) *
+                                                            std::max<size_t>(1, threads.size()));
+  for (size_t i = 0; i < threads.size(); ++i) {
+    info[i].thread = reinterpret_cast<vmtiThread>(threads[i]);
+    info[i].state = 0;
+    info[i].frame_buffer = next;
+    info[i].frame_count = static_cast<vmtiInt>(frames[i].size());
+    std::copy(frames[i].begin(), frames[i].end(), next);
+    next += frames[i].size();
+  }
+  *out = info;
+  return VMTI_ERROR_NONE;
+}
+
+std::vector<vmtiFrameInfo> FramesOf(const VMThread* t, vmtiInt max_frame_count) {
+  std::vector<vmtiFrameInfo> frames(static_cast<size_t>(std::min(t->depth(), max_frame_count)));
+  vmtiInt n = 0;
+  ReadFrames(t, 0, max_frame_count, frames.data(), &n);
+  frames.resize(static_cast<size_t>(n));
+  return frames;
+}
+
+vmtiError GetAllStackTraces(vmtiEnv* env, vmtiInt max_frame_count, vmtiStackInfo** stack_info_ptr,
+                            vmtiInt* thread_count_ptr) {
+  VMTI_ENTER(env, kLive, false);
+  VMTI_NOT_NULL(stack_info_ptr);
+  VMTI_NOT_NULL(thread_count_ptr);
+  if (max_frame_count < 0) return VMTI_ERROR_ILLEGAL_ARGUMENT;
+  std::vector<VMThread*> threads;
+  std::vector<std::vector<vmtiFrameInfo>> frames;
+  // One safepoint: a consistent snapshot of every attached thread, the
+  // caller's own stack included.
+  ForEachStoppedThread(e, [&](VMThread* t) {
+    threads.push_back(t);
+    frames.push_back(FramesOf(t, max_frame_count));
+  });
+  // Spawn order, main first, as GetAllThreads lists them.
+  std::vector<size_t> order(threads.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return threads[a]->index < threads[b]->index; });
+  std::vector<VMThread*> sorted_threads;
+  std::vector<std::vector<vmtiFrameInfo>> sorted_frames;
+  for (size_t i : order) {
+    sorted_threads.push_back(threads[i]);
+    sorted_frames.push_back(std::move(frames[i]));
+  }
+  if (vmtiError err = PackStacks(sorted_threads, sorted_frames, stack_info_ptr);
+      err != VMTI_ERROR_NONE) {
+    return err;
+  }
+  *thread_count_ptr = static_cast<vmtiInt>(sorted_threads.size());
+  return VMTI_ERROR_NONE;
+}
+
+vmtiError GetThreadListStackTraces(vmtiEnv* env, vmtiInt thread_count,
+                                   const vmtiThread* thread_list, vmtiInt max_frame_count,
+                                   vmtiStackInfo** stack_info_ptr) {
+  VMTI_ENTER(env, kLive, false);
+  VMTI_NOT_NULL(thread_list);
+  VMTI_NOT_NULL(stack_info_ptr);
+  if (thread_count < 0 || max_frame_count < 0) return VMTI_ERROR_ILLEGAL_ARGUMENT;
+  std::vector<VMThread*> threads(static_cast<size_t>(thread_count));
+  for (vmtiInt i = 0; i < thread_count; ++i) {
+    bool alive = false;
+    threads[i] = e->tool->vm()->FindThread(thread_list[i], &alive);
+    if (threads[i] == nullptr) return VMTI_ERROR_INVALID_THREAD;
+  }
+  // As JVMTI: a thread that has finished (or not started) has no frames.
+  std::vector<std::vector<vmtiFrameInfo>> frames(threads.size());
+  ForEachStoppedThread(e, [&](VMThread* t) {
+    for (size_t i = 0; i < threads.size(); ++i) {
+      if (threads[i] == t) frames[i] = FramesOf(t, max_frame_count);
+    }
+  });
+  return PackStacks(threads, frames, stack_info_ptr);
+}
+
+vmtiError GetThreadParent(vmtiEnv* env, vmtiThread thread, vmtiThread* parent_ptr) {
+  VMTI_ENTER(env, kLive, false);
+  VMTI_NOT_NULL(parent_ptr);
+  VMThread* t = CurrentThreadState().thread;
+  if (thread != nullptr) {
+    bool alive = false;
+    t = e->tool->vm()->FindThread(thread, &alive);  // finished threads too
+  }
+  if (t == nullptr) return VMTI_ERROR_INVALID_THREAD;
+  *parent_ptr = reinterpret_cast<vmtiThread>(t->parent);
   return VMTI_ERROR_NONE;
 }
 
@@ -594,7 +745,16 @@ constexpr vmtiInterface_1 kTable = {
     &GetSampleInfo,
     &ForceGarbageCollection,
     &GetTime,
+    &SetHeapSamplingRate,
+    &GetThreadParent,
+    &GetFrameCount,
+    &GetAllStackTraces,
+    &GetThreadListStackTraces,
 };
+// Slots are ABI and the table only grows at its end: a function added to
+// vmti.h must be added here, last, and this count with it.
+constexpr size_t kSlots = 40;
+static_assert(sizeof(vmtiInterface_1) == kSlots * sizeof(void*), "vmti.h and kTable disagree");
 
 }  // namespace
 

@@ -74,6 +74,9 @@ struct VMThread {
   VM* vm = nullptr;
   int index = 0;     // spawn order: 0 is main
   std::string name;  // "main", "thread-1", ...
+  // The thread that spawned this one; null for main. Threads are never
+  // freed while the VM lives, so it stays valid after the parent finished.
+  VMThread* parent = nullptr;
   Rng rng;
 
   // Set by an instruction that fails; read once the loop has returned kError.

@@ -249,6 +249,7 @@ bool VM::Spawn(VMThread* t, const Function* fn, gc::Value* args, int argc, gc::V
     auto owned = std::make_unique<VMThread>(this, index, absl::StrCat("thread-", index),
                                             options_.stack_depth,
                                             Rng(options_.seed, static_cast<uint64_t>(index)));
+    owned->parent = t;
     owned->start_function = fn;
     owned->start_args.assign(args, args + argc);
     child = owned.get();

@@ -121,6 +121,14 @@ typedef struct {
   vmtiLocation location;
 } vmtiFrameInfo;
 
+/* One thread's stack, from GetAllStackTraces / GetThreadListStackTraces. */
+typedef struct {
+  vmtiThread thread;
+  vmtiInt state;               /* 0 (minivm reports no thread states) */
+  vmtiFrameInfo* frame_buffer; /* frame_count frames, innermost first */
+  vmtiInt frame_count;
+} vmtiStackInfo;
+
 typedef struct {
   vmtiLong sample_count;     /* sample points inside the object, >= 1 */
   vmtiInt interval;          /* mean interval in force when they were drawn */
@@ -228,6 +236,17 @@ typedef struct vmtiInterface_1_ {
   /* 33 */ vmtiError (*GetSampleInfo)(vmtiEnv* env, vmtiSampleInfo* info_ptr);
   /* 34 */ vmtiError (*ForceGarbageCollection)(vmtiEnv* env);
   /* 35 */ vmtiError (*GetTime)(vmtiEnv* env, vmtiLong* nanos_ptr);
+  /* ---- Second edition (docs/agent-api.md, "Additions") ---- */
+  /* 36 */ vmtiError (*SetHeapSamplingRate)(vmtiEnv* env, vmtiInt bytes);
+  /* 37 */ vmtiError (*GetThreadParent)(vmtiEnv* env, vmtiThread thread, vmtiThread* parent_ptr);
+  /* 38 */ vmtiError (*GetFrameCount)(vmtiEnv* env, vmtiThread thread, vmtiInt* count_ptr);
+  /* 39 */ vmtiError (*GetAllStackTraces)(vmtiEnv* env, vmtiInt max_frame_count,
+                                          vmtiStackInfo** stack_info_ptr,
+                                          vmtiInt* thread_count_ptr);
+  /* 40 */ vmtiError (*GetThreadListStackTraces)(vmtiEnv* env, vmtiInt thread_count,
+                                                 const vmtiThread* thread_list,
+                                                 vmtiInt max_frame_count,
+                                                 vmtiStackInfo** stack_info_ptr);
 } vmtiInterface_1;
 
 typedef struct vmtiVMInterface_ {
@@ -322,6 +341,18 @@ struct _vmtiEnv {
   vmtiError GetSampleInfo(vmtiSampleInfo* i) { return functions->GetSampleInfo(this, i); }
   vmtiError ForceGarbageCollection() { return functions->ForceGarbageCollection(this); }
   vmtiError GetTime(vmtiLong* n) { return functions->GetTime(this, n); }
+  vmtiError SetHeapSamplingRate(vmtiInt b) { return functions->SetHeapSamplingRate(this, b); }
+  vmtiError GetThreadParent(vmtiThread t, vmtiThread* p) {
+    return functions->GetThreadParent(this, t, p);
+  }
+  vmtiError GetFrameCount(vmtiThread t, vmtiInt* n) { return functions->GetFrameCount(this, t, n); }
+  vmtiError GetAllStackTraces(vmtiInt max, vmtiStackInfo** info, vmtiInt* n) {
+    return functions->GetAllStackTraces(this, max, info, n);
+  }
+  vmtiError GetThreadListStackTraces(vmtiInt n, const vmtiThread* list, vmtiInt max,
+                                     vmtiStackInfo** info) {
+    return functions->GetThreadListStackTraces(this, n, list, max, info);
+  }
 };
 
 struct _vmtiVM {
