@@ -432,6 +432,31 @@ def several_vms_at_once():
 
 
 @test
+def thread_filter_with_descendants():
+    # threads=thread-1+ (statmemprof's rule): thread-1 and the threads it
+    # spawns, directly or not, and nothing else; the same rows as heapprof
+    # with the same filter, and each thread's Blob bytes within Z sigma.
+    n, interval, seed = 40000, 4096, 33
+    with Collector("descendants") as c:
+        vm = VM(c, "vm", tools_prog("descendants.mv"), [n],
+                remote=f"interval={interval},threads=thread-1+", heapprof="threads=thread-1+",
+                seed=seed)
+        vm.finish_ok()
+        final = c.wait_final(vm.pid)
+        r = same_profile(final, vm.heap)
+        threads = {k[2] for k in r}
+        want = {"thread-1", "thread-2", "thread-3", "thread-4"}
+        check(threads == want, f"threads {sorted(threads)}, want {sorted(want)}")
+        p = 1 - math.exp(-32 / interval)
+        sigma = math.sqrt(n * 32 * 32 * (1 - p) / p)
+        for t in sorted(want):
+            est = sum(v[1] for (stack, k, th), v in r.items() if th == t and k == "Blob")
+            check(abs(est - 32 * n) <= Z * sigma,
+                  f"seed {seed} {t}: {est} B, truth {32 * n}, sigma {sigma:.0f}")
+        print(f"  seed {seed}, interval {interval}, |z| <= {Z}")
+
+
+@test
 def go_pprof_reads_the_profile():
     need_go()
     with Collector("gopprof") as c:

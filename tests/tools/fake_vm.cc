@@ -249,6 +249,15 @@ vmtiError GetThreadInfo(vmtiEnv*, vmtiThread t, vmtiThreadInfo* info) {
   return VMTI_ERROR_NONE;
 }
 vmtiError GetAllThreads(vmtiEnv*, vmtiInt*, vmtiThread**) { return VMTI_ERROR_NOT_AVAILABLE; }
+// The fake threads: main spawned thread-1.
+vmtiError GetThreadParent(vmtiEnv*, vmtiThread t, vmtiThread* parent) {
+  LIVE_ONLY();
+  FakeThread* ft = ThreadOf(t);
+  if (!ft) return VMTI_ERROR_INVALID_THREAD;
+  if (!parent) return VMTI_ERROR_NULL_POINTER;
+  *parent = ft->id == 0 ? nullptr : ThreadHandle(&g_vm.threads[0]);
+  return VMTI_ERROR_NONE;
+}
 vmtiError GetStackTrace(vmtiEnv*, vmtiThread t, vmtiInt start, vmtiInt max, vmtiFrameInfo* f,
                         vmtiInt* count) {
   LIVE_ONLY();
@@ -415,6 +424,7 @@ vmtiInterface_1 MakeTable() {
   t.GetSampleInfo = GetSampleInfo;
   t.ForceGarbageCollection = ForceGarbageCollection;
   t.GetTime = GetTime;
+  t.GetThreadParent = GetThreadParent;
   return t;
 }
 const vmtiInterface_1 kTable = MakeTable();

@@ -1148,6 +1148,38 @@ def vm_minimal_agent_exact_and_twice():
         check(rows.get("Array") == ["1", "1", "8024"], f"Array row {rows.get('Array')}")
 
 
+@test
+def vm_thread_filter_descendants():
+    # statmemprof's rule through threads=NAME+: thread-1 and every thread it
+    # spawns, directly or not, are sampled; nothing else is. Each sampled
+    # thread's estimate of its Blob bytes is within Z standard deviations of
+    # the truth (Horvitz-Thompson variance N s^2 (1-p)/p, docs/sampling.md).
+    need_vm()
+    n, size, interval = 40000, 32, 4096
+    prog = os.path.join(HERE, "descendants.mv")
+    for seed in (31, 32):
+        out = fresh(f"vm_desc{seed}.pb.gz")
+        r = vm([agent("heapprof", f"interval={interval},threads=thread-1+,file={out},top=0"),
+                prog, str(n)], seed=seed)
+        check(r.returncode == 0, r.stderr)
+        check(r.stdout.strip() == str(7 * n), r.stdout)
+        est = {}
+        for smp in read_profile(out)["samples"]:
+            if smp["labels"]["class"] == "Blob":
+                t = smp["labels"]["thread"]
+                est[t] = est.get(t, 0) + smp["values"][1]
+        want = {"thread-1", "thread-2", "thread-3", "thread-4"}
+        check(set(est) == want, f"seed {seed}: sampled threads {sorted(est)}, want {sorted(want)}")
+        p = 1 - math.exp(-size / interval)
+        sd = math.sqrt(n * size * size * (1 - p) / p)
+        for t, b in sorted(est.items()):
+            z = (b - n * size) / sd
+            check(abs(z) <= Z, f"seed {seed} {t}: {b} B, truth {n * size}, z = {z:.2f}")
+    print(f"    seeds 31 32, |z| <= {Z}")
+    r = vm([agent("heapprof", "threads=+main"), prog, "10"])
+    check(r.returncode == 1 and "heapprof: bad option 'threads=+main'" in r.stderr, r.stderr)
+
+
 # ---- driver ------------------------------------------------------------------------------
 
 def probe_vm():

@@ -19,7 +19,8 @@
  *   http=PORT        serve /debug/pprof/heap and /debug/pprof/allocs on
  *                    127.0.0.1:PORT (0: a free port, printed on stderr)
  *   depth=N          frames per stack (default 64)
- *   threads=A+B      sample only the threads with these names
+ *   threads=A+B      sample only the threads with these names; A+ (or A++B)
+ *                    also samples every thread A spawns, directly or not
  *   top=N            sites in the exit summary (default 5; 0: no summary)
  *   gc=1|0           collect the whole heap before every profile that
  *                    reports live data (default 1, as jmap -histo:live);
@@ -77,6 +78,7 @@
 #include "../common/output.h"
 #include "../common/program.h"
 #include "../common/sites.h"
+#include "../common/thread_filter.h"
 #include "heap_profile.h"
 #include "http_server.h"
 #include "vmti/vmti.h"
@@ -96,7 +98,7 @@ struct Config {
   std::string control;
   int64_t http_port = -1;
   int64_t depth = 64;
-  std::vector<std::string> threads;
+  std::string threads;  // common/thread_filter.h; empty: every thread
   int64_t top = 5;
   bool gc = true;
   double gdump = 0;  // 0: off
@@ -152,6 +154,7 @@ class Profiler {
 
   Profiler(Config c, vmtiEnv* env) : config_(std::move(c)), log_(kName), env_(env) {
     next_dump_at_ = static_cast<double>(config_.dump_every);
+    if (!config_.threads.empty()) threads_.Parse(config_.threads);  // validated already
   }
 
   Config& config() { return config_; }
@@ -259,19 +262,11 @@ class Profiler {
 
  private:
   void MaybeEnableFor(vmtiEnv* env, vmtiThread thread) {
-    vmtiThreadInfo info;
-    std::memset(&info, 0, sizeof info);
-    if (!log_.Check(env, (*env)->GetThreadInfo(env, thread, &info), "GetThreadInfo")) return;
-    std::string name = agent::TakeString(env, info.name);
-    for (const std::string& want : config_.threads) {
-      if (want == name) {
-        log_.Check(env,
-                   (*env)->SetEventNotificationMode(env, VMTI_ENABLE,
-                                                    VMTI_EVENT_SAMPLED_OBJECT_ALLOC, thread),
-                   "SetEventNotificationMode(thread)");
-        return;
-      }
-    }
+    if (!threads_.Select(env, thread, &log_)) return;
+    log_.Check(env,
+               (*env)->SetEventNotificationMode(env, VMTI_ENABLE, VMTI_EVENT_SAMPLED_OBJECT_ALLOC,
+                                                thread),
+               "SetEventNotificationMode(thread)");
   }
 
   // File names relative to the program's directory (common/program.h), so
@@ -527,6 +522,7 @@ class Profiler {
   Config config_;
   agent::ErrorLog log_;
   vmtiEnv* const env_;
+  agent::ThreadFilter threads_;
   agent::SiteTable sites_;
   HeapData data_;
   HttpServer http_;
@@ -597,9 +593,13 @@ int ParseConfig(const char* options, Config* c) {
         return agent::BadOption(kName, k, v, "want a frame count from 1 to 4096");
       }
     } else if (k == "threads") {
-      if (!agent::SplitNames(v, '+', &c->threads)) {
-        return agent::BadOption(kName, k, v, "want thread names joined by '+', e.g. main+thread-2");
+      agent::ThreadFilter filter;
+      if (!filter.Parse(v)) {
+        return agent::BadOption(kName, k, v,
+                                "want thread names joined by '+', e.g. main+thread-2; NAME+ "
+                                "adds the threads NAME spawns");
       }
+      c->threads = v;
     } else if (k == "top") {
       if (!agent::ParseInt(v, 0, 1000, &c->top)) {
         return agent::BadOption(kName, k, v, "want a count from 0 to 1000");

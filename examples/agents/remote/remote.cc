@@ -14,6 +14,12 @@
  *   depth=N          frames per stack (default 64, at most 1024)
  *   buffer=BYTES     ask for a ring buffer of this size (a power of two
  *                    from 4k to 256m); default the collector's
+ *   threads=A+B      sample only these threads; A+ also the threads A
+ *                    spawns, directly or not (common/thread_filter.h)
+ *   gc=1|0           collect the whole heap at VM death before the final
+ *                    records, so that the final profile's in-use data is
+ *                    what the program still held (default 1; docs/tools.md,
+ *                    "Live means live")
  *
  * Design:
  *  1. Connect at load: a VM told to report to a collector that is not
@@ -63,7 +69,9 @@
 #include <utility>
 
 #include "../common/options.h"
+#include "../common/program.h"
 #include "../common/sites.h"
+#include "../common/thread_filter.h"
 #include "protocol.h"
 #include "ring_buffer.h"
 #include "socket_util.h"
@@ -81,6 +89,8 @@ struct Config {
   int64_t interval = -1;  // -1: the VM's
   int64_t depth = 64;
   int64_t buffer = 0;  // 0: the collector's default
+  std::string threads;  // empty: every thread
+  bool gc = true;
 };
 
 // A key of the sent set: (method, location) for a line, (method,
@@ -117,11 +127,24 @@ class Remote {
         sock_(sock),
         ring_(std::move(ring)),
         writer_(ring_.get()),
-        connection_(connection) {}
+        connection_(connection) {
+    if (!config_.threads.empty()) threads_.Parse(config_.threads);  // validated already
+  }
 
   agent::ErrorLog& log() { return log_; }
 
-  void OnVMInit() {
+  // threads=: the event is enabled per thread, when each starts.
+  void OnThreadStart(vmtiEnv* env, vmtiThread thread) {
+    if (closed_.load(std::memory_order_acquire) || lost_.load(std::memory_order_acquire)) return;
+    if (!threads_.Select(env, thread, &log_)) return;
+    log_.Check(env,
+               (*env)->SetEventNotificationMode(env, VMTI_ENABLE, VMTI_EVENT_SAMPLED_OBJECT_ALLOC,
+                                                thread),
+               "SetEventNotificationMode(thread)");
+  }
+
+  void OnVMInit(vmtiEnv* env, vmtiThread main_thread) {
+    if (!config_.threads.empty()) OnThreadStart(env, main_thread);
     stop_fd_ = eventfd(0, EFD_CLOEXEC);
     if (stop_fd_ < 0) {
       std::fprintf(stderr, "remote: eventfd: %s; not watching for the collector's death\n",
@@ -197,6 +220,11 @@ class Remote {
   }
 
   void OnVMDeath(vmtiEnv* env) {
+    // The collection's ObjectFree events arrive (and are written) before
+    // ForceGarbageCollection returns.
+    if (config_.gc && !lost_.load(std::memory_order_acquire)) {
+      log_.Check(env, (*env)->ForceGarbageCollection(env), "ForceGarbageCollection");
+    }
     closed_.store(true, std::memory_order_release);
     StopEvents(env);
     if (monitor_.joinable()) {
@@ -242,6 +270,13 @@ class Remote {
          {VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_OBJECT_FREE, VMTI_EVENT_OBJECT_PROMOTE}) {
       log_.Check(env, (*env)->SetEventNotificationMode(env, VMTI_DISABLE, e, nullptr),
                  "SetEventNotificationMode(disable)");
+    }
+    // Per-thread enables are separate from the global one (JVMTI's rule);
+    // a thread that has finished took its setting with it.
+    for (vmtiThread t : threads_.Selected()) {
+      const vmtiError err =
+          (*env)->SetEventNotificationMode(env, VMTI_DISABLE, VMTI_EVENT_SAMPLED_OBJECT_ALLOC, t);
+      if (err != VMTI_ERROR_THREAD_NOT_ALIVE) log_.Check(env, err, "SetEventNotificationMode(thread)");
     }
   }
 
@@ -322,7 +357,10 @@ class Remote {
     log_.Check(env, (*env)->GetMethodName(env, method, &name, nullptr, nullptr), "GetMethodName");
     log_.Check(env, (*env)->GetMethodSourceFile(env, method, &file), "GetMethodSourceFile");
     const std::string n = Clip(agent::TakeString(env, name));
-    const std::string f = Clip(agent::TakeString(env, file));
+    // Relative to the program's directory, as heapprof writes them: the
+    // collector runs elsewhere, and the two profiles must agree.
+    const std::string f =
+        Clip(agent::RelativeToProgram(agent::CurrentProgram(), agent::TakeString(env, file)));
     collector::MethodRecord rec{key.a, static_cast<uint32_t>(n.size()),
                                 static_cast<uint32_t>(f.size())};
     if (!WriteNamed(collector::kMethod, &rec, sizeof rec, n, f)) return false;
@@ -382,6 +420,7 @@ class Remote {
   std::atomic<bool> closed_{false};      // VMDeath has begun
   std::atomic<bool> events_off_{false};  // StopEvents has run
   std::atomic<int64_t> next_tag_{1};
+  agent::ThreadFilter threads_;
   std::atomic<uint32_t> next_thread_{1};
   std::atomic<uint64_t> samples_{0};
   std::mutex sent_mu_;
@@ -394,8 +433,11 @@ template <typename F>
 void Guard(const char* what, F&& f) {
   agent::Guard(kName, what, std::forward<F>(f));
 }
-void JNI_VMInit(vmtiEnv*, vmtiThread) {
-  Guard("VMInit", [&] { g_remote->OnVMInit(); });
+void JNI_VMInit(vmtiEnv* env, vmtiThread t) {
+  Guard("VMInit", [&] { g_remote->OnVMInit(env, t); });
+}
+void JNI_ThreadStart(vmtiEnv* env, vmtiThread t) {
+  Guard("ThreadStart", [&] { g_remote->OnThreadStart(env, t); });
 }
 void JNI_VMDeath(vmtiEnv* env) {
   Guard("VMDeath", [&] { g_remote->OnVMDeath(env); });
@@ -436,9 +478,21 @@ int ParseConfig(const char* options, Config* c) {
           !collector::ValidRingBytes(static_cast<uint64_t>(c->buffer))) {
         return agent::BadOption(kName, k, v, "want a power of two from 4k to 256m");
       }
+    } else if (k == "threads") {
+      agent::ThreadFilter filter;
+      if (!filter.Parse(v)) {
+        return agent::BadOption(kName, k, v,
+                                "want thread names joined by '+', e.g. main+thread-2; NAME+ "
+                                "adds the threads NAME spawns");
+      }
+      c->threads = v;
+    } else if (k == "gc") {
+      if (v != "0" && v != "1") return agent::BadOption(kName, k, v, "want 1 or 0");
+      c->gc = v == "1";
     } else {
       return agent::BadOption(kName, k, v,
-                              "unknown option (known: socket, interval, depth, buffer)");
+                              "unknown option (known: socket, interval, depth, buffer, threads, "
+                              "gc)");
     }
   }
   if (c->socket.empty()) {
@@ -547,6 +601,7 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   std::memset(&cb, 0, sizeof cb);
   cb.VMInit = &JNI_VMInit;
   cb.VMDeath = &JNI_VMDeath;
+  cb.ThreadStart = &JNI_ThreadStart;
   cb.SampledObjectAlloc = &JNI_Sample;
   cb.ObjectFree = &JNI_ObjectFree;
   cb.ObjectPromote = &JNI_ObjectPromote;
@@ -554,8 +609,12 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
                       "SetEventCallbacks")) {
     return 1;
   }
+  // With threads=, SampledObjectAlloc is enabled per thread from VMInit and
+  // ThreadStart instead of globally.
+  const vmtiEvent per_thread =
+      config.threads.empty() ? VMTI_EVENT_SAMPLED_OBJECT_ALLOC : VMTI_EVENT_THREAD_START;
   for (vmtiEvent e : {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH, VMTI_EVENT_OBJECT_FREE,
-                      VMTI_EVENT_OBJECT_PROMOTE, VMTI_EVENT_SAMPLED_OBJECT_ALLOC}) {
+                      VMTI_EVENT_OBJECT_PROMOTE, per_thread}) {
     if (!r->log().Check(env, (*env)->SetEventNotificationMode(env, VMTI_ENABLE, e, nullptr),
                         "SetEventNotificationMode")) {
       return 1;
