@@ -43,7 +43,9 @@ void SafepointManager::Detach(Mutator* m) {
 
 bool SafepointManager::Begin(Mutator* requester) {
   MutexLock lock(&mu_);
-  if (active_ && permanent_ && owner_ == requester) return true;
+  if (active_ && permanent_ && owner_ == requester && owner_thread_ == std::this_thread::get_id()) {
+    return true;
+  }
   if (active_) {
     if (requester != nullptr) {
       ParkLocked(requester);  // forever, if the stop is permanent: as it must
@@ -57,6 +59,7 @@ bool SafepointManager::Begin(Mutator* requester) {
   }
   active_ = true;
   owner_ = requester;
+  owner_thread_ = std::this_thread::get_id();
   for (Mutator* m : mutators_) {
     if (m != requester) m->poll.store(1, std::memory_order_release);
   }

@@ -26,6 +26,7 @@
 #ifndef MINIVM_GC_SAFEPOINT_H_
 #define MINIVM_GC_SAFEPOINT_H_
 
+#include <thread>
 #include <vector>
 
 #include "gc/mutator.h"
@@ -46,6 +47,8 @@ class SafepointManager {
   // VM death: stops the world and never restarts it. The owner may still
   // run collections and safepoint operations (Begin returns true at once and
   // End does nothing for it), so agents' VMDeath callbacks can use the heap.
+  // A null requester (the VM's signal thread) owns it as an OS thread: other
+  // non-mutators (agents' threads) are not the owner.
   void BeginPermanent(Mutator* requester);
   // True once BeginPermanent ran: Begin by anyone but its owner fails (a
   // mutator parks for good; a non-mutator returns false at once).
@@ -69,6 +72,9 @@ class SafepointManager {
   bool active_ ABSL_GUARDED_BY(mu_) = false;
   bool permanent_ ABSL_GUARDED_BY(mu_) = false;
   Mutator* owner_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // The owner's OS thread: tells the owner of a permanent stop apart from
+  // other non-mutators when owner_ is null.
+  std::thread::id owner_thread_ ABSL_GUARDED_BY(mu_);
   std::vector<Mutator*> mutators_ ABSL_GUARDED_BY(mu_);
 };
 

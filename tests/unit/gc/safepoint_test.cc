@@ -177,5 +177,29 @@ TEST_F(SafepointTest, ConcurrentAllocationFailuresCollectOnceEach) {
   EXPECT_GE(heap_->Stats().minor_collections, 4u);
 }
 
+TEST_F(SafepointTest, ExitStopByANonMutatorBelongsToItsThread) {
+  // The VM's signal thread ends the VM as a non-mutator (null requester):
+  // it may still collect (agents' VMDeath callbacks), while any other
+  // non-mutator (an agent's own thread) gets nothing rather than a second
+  // owner of the stopped world.
+  const size_t head = MakeList(100);
+  vm_.globals.push_back(roots()[head]);
+  heap_->DetachMutator(m());
+  main_.mutator.heap = nullptr;  // detached: TearDown must not detach again
+  heap_->StopMutatorsForExit(nullptr);
+  const uint64_t before = heap_->Stats().full_collections;
+  std::thread other([&] { heap_->CollectGarbage(nullptr, GcCause::kExplicit); });
+  other.join();
+  EXPECT_EQ(heap_->Stats().full_collections, before);
+  heap_->CollectGarbage(nullptr, GcCause::kExplicit);
+  EXPECT_EQ(heap_->Stats().full_collections, before + 1);
+  Object* p = vm_.globals[0].AsRef();
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_NE(p, nullptr);
+    ASSERT_EQ(p->fields()[0].AsInt(), i);
+    p = p->fields()[1].AsRef();
+  }
+}
+
 }  // namespace
 }  // namespace minivm::gc::testing
