@@ -14,7 +14,8 @@ class ToolHooks {
   // On the main thread, attached, before the global initialisers run.
   virtual void OnVMInit(VMThread* main) = 0;
   // On the thread ending the VM, with every other thread stopped for good;
-  // the last event. Called at most once.
+  // the last event. Called at most once. `current` is null when that thread
+  // is not a VM thread (the signal dispatcher's shutdown, SIGINT/SIGTERM).
   virtual void OnVMDeath(VMThread* current) = 0;
   // On a spawned thread, attached, before its function runs.
   virtual void OnThreadStart(VMThread* thread) = 0;

@@ -122,26 +122,41 @@ int VM::Run() {
 }
 
 void VM::Die(VMThread* t) {
-  if (hooks_ == nullptr) return;
-  if (died_.exchange(true)) {
-    // Another thread is ending the VM; never return into the program, and
-    // let its safepoint count this thread as stopped.
-    if (!options_.exit_process) return;
-    gc::BlockedScope blocked(&t->mutator);
-    for (;;) pause();
-  }
-  // Every other thread stops at its next poll and never resumes, so VMDeath
-  // is really the last event (callbacks in flight finish first: a thread in
-  // a callback is not at a poll). In-process runs (tests) only have threads
-  // that already finished, and the destructor must still join them.
-  if (options_.exit_process) heap_->StopMutatorsForExit(&t->mutator);
+  if (hooks_ == nullptr || died_.exchange(true)) return;
   hooks_->OnVMDeath(t);
 }
 
-void VM::ExitProcess(int code) {
-  Die(main_thread_);
-  output_mu_.lock();
+void VM::StopForever(VMThread* t) {
+  gc::BlockedScope blocked(&t->mutator);
+  for (;;) pause();
+}
+
+void VM::EndProcess(VMThread* t, int code, bool output_locked) {
+  if (hooks_ != nullptr) {
+    // Every other thread stops at its next poll and never resumes, so
+    // VMDeath is really the last event (callbacks in flight finish first: a
+    // thread in a callback is not at a poll). Without agents nothing needs
+    // them stopped: the output lock ends the process between two lines.
+    heap_->StopMutatorsForExit(t != nullptr ? &t->mutator : nullptr);
+  }
+  // After the stop: a thread waiting for the lock outside a blocked region
+  // (ReportError) must not hold the stop up.
+  if (!output_locked) output_mu_.lock();
+  // The program's output before the agents' last word, so that a second
+  // signal during a slow VMDeath cannot lose it.
+  std::fflush(options_.out);
+  Die(t);
   ExitProcessLocked(code);
+}
+
+void VM::ExitProcess(int code) {
+  if (!ClaimEnd()) StopForever(main_thread_);
+  EndProcess(main_thread_, code, /*output_locked=*/false);
+}
+
+void VM::Shutdown(int code) {
+  if (!options_.exit_process || !ClaimEnd()) return;
+  EndProcess(nullptr, code, /*output_locked=*/false);
 }
 
 void VM::ExitProcessLocked(int code) {
@@ -155,9 +170,7 @@ void VM::ExitProcessLocked(int code) {
 void VM::ReportError(VMThread* t) {
   if (error_reported_.exchange(true)) {
     if (!options_.exit_process) return;
-    // Another thread is ending the process; never return into the program.
-    gc::BlockedScope blocked(&t->mutator);
-    for (;;) pause();
+    StopForever(t);  // another thread is ending the process
   }
   const std::string text = FormatRuntimeError(t->error, t->StackTrace(*program_), program_->path);
   output_mu_.lock();
@@ -165,8 +178,15 @@ void VM::ReportError(VMThread* t) {
   std::fwrite(text.data(), 1, text.size(), options_.err);
   std::fflush(options_.err);
   if (options_.exit_process) {
-    Die(t);
-    ExitProcessLocked(1);
+    if (!ClaimEnd()) {
+      // The VM is already ending (exit(n) elsewhere, or a signal): that end
+      // needs the output lock.
+      output_mu_.unlock();
+      StopForever(t);
+    }
+    // Holding the lock keeps other threads' output from following the
+    // error message; they wait for it in a blocked region.
+    EndProcess(t, 1, /*output_locked=*/true);
   }
   output_mu_.unlock();
   exit_code_.store(1);
@@ -174,9 +194,8 @@ void VM::ReportError(VMThread* t) {
 
 void VM::RequestExit(VMThread* t, int code) {
   if (options_.exit_process) {
-    Die(t);
-    output_mu_.lock();
-    ExitProcessLocked(code);
+    if (!ClaimEnd()) StopForever(t);
+    EndProcess(t, code, /*output_locked=*/false);
   }
   int expected = 0;
   exit_code_.compare_exchange_strong(expected, code);

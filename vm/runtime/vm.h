@@ -11,12 +11,16 @@
 //   - per attached thread: its value stack [stack_begin, sp).
 //
 // Ending the VM: with VmOptions::exit_process (the minivm binary), main
-// returning, exit(n) in any thread, or a runtime error in any thread flushes
+// returning, exit(n) in any thread, a runtime error in any thread, or
+// Shutdown (SIGINT/SIGTERM, from vm/runtime/signal_dispatcher.h) flushes
 // stdout and ends the process with _exit while holding the output lock, so
 // no other thread is mid-write and no static destructor runs under running
-// threads (Go semantics: other threads are simply stopped). Without it
-// (in-process tests), Run() returns the exit code instead, and the VM's
-// destructor joins the threads (tests only spawn threads that finish).
+// threads (Go semantics: other threads are simply stopped). These race: the
+// first to claim the end (ending_) posts the one VMDeath and chooses the
+// exit code; every later VM thread stops for good where it is (as if at a
+// safepoint) and a later Shutdown returns. Without exit_process (in-process
+// tests), Run() returns the exit code instead, and the VM's destructor joins
+// the threads (tests only spawn threads that finish).
 #ifndef MINIVM_VM_RUNTIME_VM_H_
 #define MINIVM_VM_RUNTIME_VM_H_
 
@@ -64,8 +68,18 @@ class VM final : public gc::VmInterface {
   // 1 after a runtime error, n after exit(n). Call once.
   int Run();
 
-  // Flushes stdout and stderr and ends the process with `code`.
+  // After Run, on the main thread: posts VMDeath, flushes stdout and stderr
+  // and ends the process with `code` (or stops for good if another thread
+  // is already ending the VM).
   [[noreturn]] void ExitProcess(int code);
+
+  // Ends the VM from a thread that is not a VM thread (the signal
+  // dispatcher's): stops every VM thread for good at a safepoint (threads
+  // blocked in join or output count as stopped), posts VMDeath on the
+  // calling thread, flushes stdout and ends the process with `code`. Returns
+  // at once, doing nothing, if the VM is already ending. Only with
+  // exit_process, and only once Run may have started.
+  void Shutdown(int code);
 
   // gc::VmInterface.
   void VisitGlobalRoots(gc::RootVisitor& visitor) override;
@@ -133,12 +147,22 @@ class VM final : public gc::VmInterface {
   // Requires output_mu_.
   [[noreturn]] void ExitProcessLocked(int code);
 
-  // Ends the VM for agents, once: stops every other thread for good, then
-  // posts VMDeath. `t` is the calling thread, attached or not.
+  // Posts VMDeath, once (without agents: nothing).
   void Die(VMThread* t);
+  // With exit_process: true for the one caller that ends the VM.
+  bool ClaimEnd() { return !ending_.exchange(true); }
+  // Another thread is ending the VM: never return into the program, and let
+  // its safepoint count t (attached) as stopped.
+  [[noreturn]] void StopForever(VMThread* t);
+  // With exit_process, after winning ClaimEnd: stops every other thread for
+  // good (with agents), flushes the program's output, posts VMDeath and
+  // ends the process. `t` is the calling thread, or null on a thread that is
+  // not a VM thread; `output_locked`: the caller holds output_mu_.
+  [[noreturn]] void EndProcess(VMThread* t, int code, bool output_locked);
 
   ToolHooks* hooks_ = nullptr;
-  std::atomic<bool> died_{false};
+  std::atomic<bool> ending_{false};  // see the file comment
+  std::atomic<bool> died_{false};    // VMDeath posted
   std::unique_ptr<JitHooks> jit_;
   uint32_t jit_threshold_ = 0;
 
