@@ -1,9 +1,10 @@
 // minivm: parse the command line, compile the program, run it.
 //
 // Exit codes (docs/language.md): 0 main returned, 1 runtime error, 2 compile
-// error or bad command line, n exit(n). The process ends through
-// VM::ExitProcess (flush, _exit) so that threads still running are simply
-// stopped, as in Go, and no static destructor runs under them.
+// error or bad command line, n exit(n), 130/143 SIGINT/SIGTERM. Once the VM
+// runs, the process ends through VM::ExitProcess or VM::Shutdown (flush,
+// _exit) so that threads still running are simply stopped, as in Go, and no
+// static destructor runs under them.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "vm/compiler/compiler.h"
 #include "vm/jit/jit.h"
 #include "vm/runtime/options.h"
+#include "vm/runtime/signal_dispatcher.h"
 #include "vm/runtime/version.h"
 #include "vm/runtime/vm.h"
 
@@ -44,6 +46,9 @@ bool ReadFile(const std::string& path, std::string* contents, std::string* error
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First, while this is the only thread: every thread made later inherits
+  // the signal mask (vm/runtime/signal_dispatcher.h).
+  minivm::StartSignalDispatcher();
   absl::StatusOr<minivm::Options> options = minivm::ParseOptions(argc, argv);
   if (!options.ok()) return Fail(options.status().message());
   if (options->help) {
@@ -115,6 +120,8 @@ int main(int argc, char** argv) {
     if (options->jit == minivm::JitMode::kEager) (*jit)->CompileAll();
     (*vm)->InstallJit(*std::move(jit), options->jit_threshold);
   }
+  // From here on the VM is never destroyed: the process ends with _exit.
+  minivm::SetSignalTarget(vm->get());
   const int code = (*vm)->Run();
   (*vm)->ExitProcess(code);
 }

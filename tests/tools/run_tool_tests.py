@@ -1180,6 +1180,322 @@ def vm_thread_filter_descendants():
     check(r.returncode == 1 and "heapprof: bad option 'threads=+main'" in r.stderr, r.stderr)
 
 
+# ---- minivm: ending by SIGINT / SIGTERM (docs/tools.md, "Stopping a profiled program") ----
+#
+# Real signals to a real minivm. A test waits for a sign that the program is
+# where the test needs it (a `[gc]` line of --verbose:gc: the program is in
+# its allocation loop, its output is buffered; an agent's line: VMDeath has
+# begun), never for a fixed time; the time limits only catch hangs.
+
+def _default_signal_actions():
+    # A signal ignored by our parent (a runner started with `&` from a
+    # script) stays ignored in minivm, by design: give the child defaults.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _ignore_sigint():
+    _default_signal_actions()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class Signalled:
+    """minivm with stdout and stderr in files (so stdout is block-buffered,
+    as for a user's `> out.txt`), for sending it signals."""
+
+    def __init__(self, args, name, preexec=_default_signal_actions, stdin=subprocess.DEVNULL):
+        self.out, self.err = fresh(f"{name}.out"), fresh(f"{name}.err")
+        with open(self.out, "w") as o, open(self.err, "w") as e:
+            self.p = subprocess.Popen([C.minivm, *args], stdin=stdin, stdout=o, stderr=e,
+                                      cwd=C.work, preexec_fn=preexec)
+        self.cmd = " ".join([C.minivm, *args])
+
+    def stdout(self):
+        with open(self.out) as f:
+            return f.read()
+
+    def stderr(self):
+        with open(self.err) as f:
+            return f.read()
+
+    def wait_for(self, pattern, count=1, timeout=300, exit_ok=False):
+        """Waits until stderr has `count` matches of `pattern` (or the process
+        exited, if exit_ok)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if len(re.findall(pattern, self.stderr())) >= count:
+                return
+            if self.p.poll() is not None:
+                if exit_ok:
+                    return
+                break
+            time.sleep(0.02)
+        self.p.kill()
+        self.p.wait()
+        raise AssertionError(f"{self.cmd}: no {count} x /{pattern}/ on stderr (exit code "
+                             f"{self.p.returncode}):\n{self.stderr()[-3000:]}")
+
+    def wait_signals_blocked(self, timeout=60):
+        """Waits until minivm's main thread blocks SIGINT and SIGTERM, i.e.
+        its signal dispatcher is running (/proc/PID/status, SigBlk)."""
+        want = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                with open(f"/proc/{self.p.pid}/status") as f:
+                    blk = next(int(l.split()[1], 16) for l in f if l.startswith("SigBlk:"))
+                if blk & want == want:
+                    return
+            except (OSError, StopIteration):
+                pass
+            time.sleep(0.01)
+        raise AssertionError(f"{self.cmd}: SIGINT and SIGTERM never blocked")
+
+    def send(self, sig):
+        self.p.send_signal(sig)
+
+    def finish(self, timeout=300):
+        try:
+            return self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+            raise AssertionError(f"{self.cmd}: did not end within {timeout} s:\n"
+                                 f"{self.stderr()[-3000:]}")
+
+
+SIGNAL_CODES = ((signal.SIGINT, 130), (signal.SIGTERM, 143))
+# Collections that show the program is in its allocation loop. With
+# --young=1m, ten of them are ~10 MB allocated: at the default 512 KiB
+# interval that many samples (the seed is fixed), so the site is in the
+# profile.
+GC_LINE = r"\[gc\] "
+SIGNAL_OPTS = ["--young=1m", "--verbose:gc", "--seed=1"]
+FOREVER = os.path.join(HERE, "forever.mv")
+
+
+def need_test_agent(name):
+    lib = os.path.join(C.test_agents or "", f"lib{name}.so")
+    if not C.test_agents or not os.path.exists(lib):
+        raise Skip(f"no {lib} (give --test-agents DIR, the build's tests/agents folder)")
+    return f"-agentpath:{lib}"
+
+
+def check_forever_stdout(r, what):
+    want = "".join(f"line {i}\n" for i in range(1000))
+    got = r.stdout()
+    check(got == want, f"{what}: stdout not flushed whole: {len(got)} bytes, ends "
+                       f"{got[-40:]!r}")
+
+
+def check_profile_names(out, fn, threads=("main",)):
+    prof = read_profile(out)
+    check_heap_profile(prof)
+    alloc = by_leaf(prof, 1, key=lambda fr: fr[0])
+    check(alloc.get(fn, 0) > 0, f"{out}: no {fn} in {alloc}")
+    seen = {s["labels"]["thread"] for s in prof["samples"]}
+    check(set(threads) <= seen, f"{out}: threads {seen}, want {threads}")
+    if C.go:
+        top = pprof(["-sample_index=alloc_space", "-top", out])
+        check(fn in top, top)
+
+
+@test
+def vm_signal_heap_profile():
+    """Ctrl-C (and SIGTERM) on a profiled program: exit 130 (143), the whole
+    profile written and readable, the summary on stderr, stdout flushed."""
+    need_vm()
+    for sig, code in SIGNAL_CODES:
+        out = fresh(f"vm_sig_{code}.pb.gz")
+        r = Signalled([*SIGNAL_OPTS, f"--heap-profile={out}", FOREVER], f"vm_sig_{code}")
+        r.wait_for(GC_LINE, count=10)
+        r.send(sig)
+        got = r.finish()
+        err = r.stderr()
+        check(got == code, f"{sig.name}: exit code {got}, want {code}\n{err[-2000:]}")
+        check("heapprof: top sites by allocated bytes:" in err, err[-2000:])
+        check(re.search(r"heapprof: +\S+ \S+ +\d+ +allocate_forever \S*forever\.mv:16", err),
+              f"no allocate_forever site in the summary:\n{err[-2000:]}")
+        check(f"heapprof: wrote {out}" in err, err[-2000:])
+        check_profile_names(out, "allocate_forever")
+        check_forever_stdout(r, sig.name)
+
+
+@test
+def vm_signal_threads_and_join():
+    """Several threads allocating, or main blocked in join: all stop, every
+    thread's samples are in the profile (JIT on and off)."""
+    need_vm()
+    d = fresh("vm_sig_thr")
+    os.makedirs(d)
+    for jit, extra in (("auto", []), ("eager", ["join"]), ("off", ["join"])):
+        out = f"{d}/{jit}.pb.gz"
+        r = Signalled([f"--jit={jit}", "--seed=1",
+                       agent("heapprof", f"interval=16k,dump_every=64m,file={out}"),
+                       FOREVER, "3", *extra], f"vm_sig_thr_{jit}")
+        threads = ["thread-1", "thread-2", "thread-3"] if extra else ["main", "thread-1", "thread-2"]
+        # Dumps until one has samples from every thread: each has run its loop.
+        n = 0
+        while True:
+            n += 1
+            r.wait_for(r"heapprof: wrote \S+\.\d{4}\.pb\.gz", count=n)
+            dump = re.findall(r"heapprof: wrote (\S+\.\d{4}\.pb\.gz)", r.stderr())[n - 1]
+            seen = {s["labels"]["thread"] for s in read_profile(dump)["samples"]}
+            if set(threads) <= seen:
+                break
+        r.send(signal.SIGINT)
+        got = r.finish()
+        check(got == 130, f"--jit={jit}: exit code {got}\n{r.stderr()[-2000:]}")
+        check_profile_names(out, "allocate_forever", threads)
+        check_forever_stdout(r, f"--jit={jit} {' '.join(extra)}")
+
+
+@test
+def vm_signal_leakcheck_and_lifetimes():
+    need_vm()
+    report = fresh("vm_sig_leak.txt")
+    r = Signalled([*SIGNAL_OPTS, agent("leakcheck", f"file={report}"), FOREVER, "2"],
+                  "vm_sig_leak")
+    r.wait_for(GC_LINE, count=10)
+    r.send(signal.SIGINT)
+    got = r.finish()
+    check(got == 130, f"leakcheck: exit code {got}\n{r.stderr()[-2000:]}")
+    text = open(report).read()
+    check(text.startswith("leakcheck: at exit:"), f"leakcheck report:\n{text}")
+    trace, life = fresh("vm_sig_trace.jsonl"), fresh("vm_sig_life.txt")
+    r = Signalled([*SIGNAL_OPTS, agent("lifetimes", f"trace={trace},file={life}"), FOREVER, "2"],
+                  "vm_sig_life")
+    r.wait_for(GC_LINE, count=10)
+    r.send(signal.SIGTERM)
+    got = r.finish()
+    check(got == 143, f"lifetimes: exit code {got}\n{r.stderr()[-2000:]}")
+    check(re.search(r"allocate_forever \S*forever\.mv:16 \[(Item|Bytes)\]", open(life).read()),
+          f"lifetimes report:\n{open(life).read()}")
+    events = [json.loads(l) for l in open(trace)]
+    check(events and events[-1]["ev"] == "end", f"trace does not end with 'end': {events[-1:]}")
+    check(sum(e["ev"] == "alloc" for e in events) > 0, "no alloc events")
+
+
+@test
+def vm_signal_without_agent():
+    """No agent: Ctrl-C still exits 130 with stdout flushed; reading the
+    program from a pipe that never ends still ends at once; a SIGINT ignored
+    by the parent stays ignored."""
+    need_vm()
+    for sig, code in SIGNAL_CODES:
+        for jit in ("auto", "eager"):
+            r = Signalled([*SIGNAL_OPTS, f"--jit={jit}", FOREVER], f"vm_sig_plain_{code}")
+            r.wait_for(GC_LINE)
+            r.send(sig)
+            got = r.finish()
+            check(got == code, f"{sig.name} --jit={jit}: exit code {got}")
+            check_forever_stdout(r, f"{sig.name} --jit={jit}")
+    # `minivm /dev/stdin` blocked reading a program nobody writes.
+    r = Signalled(["/dev/stdin"], "vm_sig_stdin", stdin=subprocess.PIPE)
+    try:
+        r.wait_signals_blocked()
+        r.send(signal.SIGINT)
+        got = r.finish()
+    finally:
+        r.p.stdin.close()
+    check(got == 130, f"reading the program from stdin: exit code {got}")
+    # Started with SIGINT ignored (nohup, `prog &`): SIGINT is not taken.
+    # SIGINT goes first, so had it been taken the code would be 130.
+    r = Signalled([*SIGNAL_OPTS, FOREVER], "vm_sig_ign", preexec=_ignore_sigint)
+    r.wait_for(GC_LINE)
+    r.send(signal.SIGINT)
+    r.send(signal.SIGTERM)
+    got = r.finish()
+    check(got == 143, f"SIGINT ignored at start, then SIGTERM: exit code {got}")
+
+
+@test
+def vm_signal_second_signal_ends_at_once():
+    """deathwait holds VMDeath until a file appears: a second signal then
+    ends the process at once (no profile); without one, every agent finishes
+    (heapprof after deathwait), and VMDeath on the signal thread can force a
+    collection."""
+    need_vm()
+    dw = need_test_agent("deathwait")
+    for second, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143), (None, 130)):
+        gate = fresh("vm_sig_gate")
+        out = fresh("vm_sig_slow.pb.gz")
+        r = Signalled([*SIGNAL_OPTS, f"{dw}=wait={gate},gc=1", f"--heap-profile={out}", FOREVER],
+                      "vm_sig_slow")
+        r.wait_for(GC_LINE, count=10)
+        r.send(signal.SIGINT)
+        r.wait_for(r"deathwait: VMDeath\n")
+        if second is not None:
+            r.send(second)
+        else:
+            open(gate, "w").close()
+        got = r.finish()
+        err = r.stderr()
+        what = f"SIGINT then {second.name if second else 'nothing'}"
+        check(got == code, f"{what}: exit code {got}, want {code}\n{err[-2000:]}")
+        check("deathwait: ForceGarbageCollection 0\n" in err, f"{what}:\n{err[-2000:]}")
+        if second is not None:
+            check("deathwait: done" not in err and "heapprof: wrote" not in err,
+                  f"{what}: VMDeath went on after the second signal:\n{err[-2000:]}")
+        else:
+            check("deathwait: done" in err and f"heapprof: wrote {out}" in err, err[-2000:])
+            check_profile_names(out, "allocate_forever")
+        check_forever_stdout(r, what)
+
+
+@test
+def vm_signal_during_program_end():
+    """A signal while the program is already ending (exit(3), VMDeath held
+    by deathwait): the end goes on with its own code; a second signal ends
+    at once."""
+    need_vm()
+    dw = need_test_agent("deathwait")
+    ends = os.path.join(HERE, "ends.mv")
+    for second in (None, signal.SIGTERM):
+        gate = fresh("vm_sig_gate")
+        r = Signalled([f"{dw}=wait={gate}", ends, "exit", "1000"], "vm_sig_end")
+        r.wait_for(r"deathwait: VMDeath\n")
+        r.send(signal.SIGINT)
+        if second is None:
+            open(gate, "w").close()
+            want = (3,)
+        else:
+            r.send(second)
+            want = (130, 143)  # whichever the dispatcher takes second ends it
+        got = r.finish()
+        err = r.stderr()
+        check(got in want, f"SIGINT then {second}: exit code {got}, want {want}\n{err}")
+        check(("deathwait: done" in err) == (second is None), err)
+
+
+@test
+def vm_signal_races_with_program_end():
+    """SIGINT about when the program ends by itself (main returns, exit(n),
+    a runtime error, in main or another thread): exactly one end: one
+    VMDeath with nothing after it (the ordering agent), one exit code, either
+    the signal's or the program's."""
+    need_vm()
+    ordering = need_test_agent("ordering")
+    ends = os.path.join(HERE, "ends.mv")
+    own = {"return": 0, "exit": 3, "error": 1, "thread_exit": 4, "thread_error": 1}
+    seen = {}
+    for how, code in own.items():
+        for n in (10000, 40000, 160000):
+            r = Signalled([*SIGNAL_OPTS, f"{ordering}=daemon=1,interval=65536", ends, how,
+                           str(n)], "vm_sig_race")
+            r.wait_for(GC_LINE, exit_ok=True)
+            r.send(signal.SIGINT)
+            got = r.finish()
+            out = r.stdout()
+            what = f"ends.mv {how} {n}"
+            check(got in (code, 130), f"{what}: exit code {got}, want {code} or 130\n"
+                                      f"{r.stderr()[-2000:]}")
+            check(out == "vmdeath\nPASS ordering\n", f"{what}: stdout {out!r}")
+            seen[got == 130] = seen.get(got == 130, 0) + 1
+    print(f"    ended by the signal {seen.get(True, 0)} times, by the program "
+          f"{seen.get(False, 0)} times")
+
+
 # ---- driver ------------------------------------------------------------------------------
 
 def probe_vm():
@@ -1231,6 +1547,7 @@ def main():
     ap.add_argument("--heapprof", required=True)
     ap.add_argument("--leakcheck", required=True)
     ap.add_argument("--lifetimes", required=True)
+    ap.add_argument("--test-agents", help="the build's tests/agents folder (deathwait, ordering)")
     ap.add_argument("--work")
     ap.add_argument("--update-golden", action="store_true")
     ap.add_argument("-k", action="append", help="only tests whose name contains this")
@@ -1241,6 +1558,7 @@ def main():
     C.heapprof = os.path.abspath(a.heapprof)
     C.leakcheck = os.path.abspath(a.leakcheck)
     C.lifetimes = os.path.abspath(a.lifetimes)
+    C.test_agents = a.test_agents and os.path.abspath(a.test_agents)
     C.update_golden = a.update_golden
     C.work = os.path.abspath(a.work) if a.work else tempfile.mkdtemp(prefix="tool_tests_")
     os.makedirs(C.work, exist_ok=True)
