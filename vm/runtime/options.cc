@@ -132,9 +132,12 @@ absl::StatusOr<Options> ParseOptions(int argc, const char* const* argv) {
       o.print_jit_only = std::string(v);
     } else if (absl::StartsWith(arg, "-agentpath:") || absl::StartsWith(arg, "-agentlib:")) {
       o.agents.emplace_back(arg);
+    } else if (arg == "--heap-profile" || arg == "--heap-profile=") {
+      return absl::InvalidArgumentError(
+          "--heap-profile needs a file: --heap-profile=FILE (e.g. --heap-profile=heap.pb.gz)");
     } else if (ValueOf(arg, "--heap-profile", &v)) {
       // Shorthand for the heapprof agent (docs/tools.md).
-      if (v.empty() || v.find(',') != absl::string_view::npos) {
+      if (v.find(',') != absl::string_view::npos) {
         return absl::InvalidArgumentError(
             "--heap-profile: expected a file name without ',' (e.g. --heap-profile=heap.pb.gz)");
       }

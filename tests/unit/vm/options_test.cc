@@ -88,6 +88,13 @@ TEST(OptionsTest, Errors) {
   EXPECT_FALSE(Parse({"--gc-stress=x", "p.mv"}).ok());
   EXPECT_FALSE(Parse({"--seed=-1", "p.mv"}).ok());
   EXPECT_FALSE(Parse({"--heap", "p.mv"}).ok());
+  // Not "unknown option": the option exists and needs its file.
+  for (const char* bare : {"--heap-profile", "--heap-profile="}) {
+    EXPECT_EQ(Parse({bare, "p.mv"}).status().message(),
+              "--heap-profile needs a file: --heap-profile=FILE (e.g. --heap-profile=heap.pb.gz)")
+        << bare;
+  }
+  EXPECT_FALSE(Parse({"--heap-profile=a,b", "p.mv"}).ok());
 }
 
 TEST(OptionsTest, HelpAndVersionNeedNoProgram) {
