@@ -5,11 +5,15 @@
 
 #include <climits>
 #include <cstdlib>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace minivm::agent {
 namespace {
@@ -28,19 +32,26 @@ bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 }  // namespace
 
 std::string DefaultAgentDirectory() {
-  if (const char* env = std::getenv("MINIVM_AGENT_PATH"); env != nullptr && *env != '\0') {
-    return env;
-  }
   const std::string exe_dir = ExecutableDirectory();
   const std::string installed = exe_dir + "/../lib/minivm";
   return Exists(installed) ? installed : exe_dir;
 }
 
+std::vector<std::string> AgentSearchPath() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("MINIVM_AGENT_PATH"); env != nullptr) {
+    for (absl::string_view dir : absl::StrSplit(env, ':', absl::SkipEmpty())) {
+      dirs.emplace_back(dir);
+    }
+  }
+  dirs.push_back(DefaultAgentDirectory());
+  return dirs;
+}
+
 absl::StatusOr<AgentSpec> ParseAgentOption(std::string_view option,
-                                           std::string_view agent_dir) {
+                                           const std::vector<std::string>& agent_dirs) {
   // Debian's Abseil has its own string_view type.
   const absl::string_view arg(option.data(), option.size());
-  const absl::string_view dir(agent_dir.data(), agent_dir.size());
   AgentSpec spec;
   absl::string_view rest;
   bool is_lib = false;
@@ -62,16 +73,24 @@ absl::StatusOr<AgentSpec> ParseAgentOption(std::string_view option,
     return absl::InvalidArgumentError(
         absl::StrCat("'", arg, "': missing ", is_lib ? "library name" : "library path"));
   }
-  if (is_lib) {
-    if (target.find('/') != absl::string_view::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("'", arg, "': -agentlib takes a name, not a path (use -agentpath)"));
-    }
-    spec.path = absl::StrCat(dir, "/lib", target, ".so");
-  } else {
+  if (!is_lib) {
     spec.path = std::string(target);
+    return spec;
   }
-  return spec;
+  if (target.find('/') != absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", arg, "': -agentlib takes a name, not a path (use -agentpath)"));
+  }
+  const std::string file = absl::StrCat("lib", target, ".so");
+  for (const std::string& dir : agent_dirs) {
+    std::string candidate = absl::StrCat(dir, "/", file);
+    if (Exists(candidate)) {
+      spec.path = std::move(candidate);
+      return spec;
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("cannot load agent '", target, "': no ", file, " in ",
+                                          absl::StrJoin(agent_dirs, ", ")));
 }
 
 absl::StatusOr<AgentLibrary> AgentLibrary::Open(const AgentSpec& spec) {

@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "vmti/vmti.h"
@@ -19,13 +20,20 @@ struct AgentSpec {
 };
 
 // Parses "-agentpath:<path>[=<opts>]" or "-agentlib:<name>[=<opts>]".
-// `agent_dir` is where -agentlib looks. Errors name the option.
-absl::StatusOr<AgentSpec> ParseAgentOption(std::string_view arg, std::string_view agent_dir);
+// -agentlib takes lib<name>.so from the first folder of `agent_dirs` that
+// has it; if none has it, the error names the file and every folder.
+// Errors name the option.
+absl::StatusOr<AgentSpec> ParseAgentOption(std::string_view arg,
+                                           const std::vector<std::string>& agent_dirs);
 
-// The folder -agentlib searches: the MINIVM_AGENT_PATH environment variable
-// if set, else `<dir of the minivm executable>/../lib/minivm`, and the
-// executable's own folder as a fallback for build trees.
+// The VM's own agent folder: `<dir of the minivm executable>/../lib/minivm`
+// if it exists (an installed VM), else the executable's folder (build trees).
 std::string DefaultAgentDirectory();
+
+// The folders -agentlib searches, in order: each folder of the
+// colon-separated MINIVM_AGENT_PATH (empty entries skipped), then
+// DefaultAgentDirectory().
+std::vector<std::string> AgentSearchPath();
 
 // A loaded library with its entry points.
 class AgentLibrary {

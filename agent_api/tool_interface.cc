@@ -57,9 +57,9 @@ ToolInterface::ToolInterface() : interval_(gc::kDefaultSamplingInterval) {
 ToolInterface::~ToolInterface() = default;
 
 absl::Status ToolInterface::LoadAgents(const std::vector<std::string>& agent_options) {
-  const std::string agent_dir = DefaultAgentDirectory();
+  const std::vector<std::string> agent_dirs = AgentSearchPath();
   for (const std::string& option : agent_options) {
-    absl::StatusOr<AgentSpec> spec = ParseAgentOption(option, agent_dir);
+    absl::StatusOr<AgentSpec> spec = ParseAgentOption(option, agent_dirs);
     if (!spec.ok()) return spec.status();
     absl::StatusOr<AgentLibrary> lib = AgentLibrary::Open(*spec);
     if (!lib.ok()) return lib.status();

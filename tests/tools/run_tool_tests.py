@@ -1496,6 +1496,39 @@ def vm_signal_races_with_program_end():
           f"{seen.get(False, 0)} times")
 
 
+@test
+def vm_agent_path_search():
+    """MINIVM_AGENT_PATH: a colon-separated list searched in order for
+    -agentlib:NAME, then the VM's own agent folder."""
+    need_vm()
+    d = fresh("vm_agent_path")
+    a, b, empty = (os.path.join(d, x) for x in ("a", "b", "empty"))
+    for x in (a, b, empty):
+        os.makedirs(x)
+    os.symlink(C.leakcheck, os.path.join(a, "libpick.so"))
+    os.symlink(C.lifetimes, os.path.join(b, "libpick.so"))
+    prog = os.path.join(ROOT, "examples", "programs", "hello.mv")
+
+    def run_with(path, *args):
+        env = dict(os.environ, MINIVM_AGENT_PATH=path)
+        return run([C.minivm, *args, prog], env=env)
+
+    for path, want in ((f"{a}:{b}", "leakcheck:"), (f"{b}:{a}", "lifetimes:"),
+                       (f"{empty}::{b}:", "lifetimes:")):
+        r = run_with(path, "-agentlib:pick")
+        check(r.returncode == 0 and r.stderr.startswith(want),
+              f"MINIVM_AGENT_PATH={path}: exit {r.returncode}, want {want} output:\n{r.stderr}")
+    # Not in the list: the VM's own folder (build tree: beside minivm).
+    r = run_with(f"{empty}:{a}", "-agentlib:heapprof=file=")
+    check(r.returncode == 0 and "heapprof:" in r.stderr, r.stderr)
+    # Nowhere: one line naming the file and every folder searched.
+    r = run_with(f"{empty}:{a}", "-agentlib:nosuch")
+    lines = r.stderr.splitlines()
+    check(r.returncode == 1 and len(lines) == 1 and "libnosuch.so" in lines[0] and
+          empty in lines[0] and a in lines[0] and os.path.dirname(C.minivm) in lines[0],
+          f"exit {r.returncode}:\n{r.stderr}")
+
+
 # ---- driver ------------------------------------------------------------------------------
 
 def probe_vm():
