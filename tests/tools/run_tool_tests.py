@@ -1497,6 +1497,26 @@ def vm_signal_races_with_program_end():
 
 
 @test
+def vm_signal_at_startup():
+    """SIGINT as soon as minivm takes signals, while it compiles, loads the
+    agent or starts the program: exit 130 and either no VMInit and no VMDeath
+    (the ordering agent prints nothing) or both, in order."""
+    need_vm()
+    ordering = need_test_agent("ordering")
+    outs = set()
+    for i in range(4):
+        r = Signalled([f"{ordering}=daemon=1,interval=65536", FOREVER], "vm_sig_start")
+        r.wait_signals_blocked()
+        r.send(signal.SIGINT)
+        got = r.finish()
+        out = re.sub(r"^line \d+\n", "", r.stdout(), flags=re.M)
+        check(got == 130, f"run {i}: exit code {got}\n{r.stderr()[-2000:]}")
+        check(out in ("", "vmdeath\nPASS ordering\n"), f"run {i}: stdout {out!r}")
+        outs.add(out)
+    print(f"    agent output seen: {sorted(outs)}")
+
+
+@test
 def vm_agent_path_search():
     """MINIVM_AGENT_PATH: a colon-separated list searched in order for
     -agentlib:NAME, then the VM's own agent folder."""

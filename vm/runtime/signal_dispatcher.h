@@ -13,11 +13,12 @@
 // 2. The first signal: once a VM is the target (SetSignalTarget), a new
 //    shutdown thread calls VM::Shutdown(128 + sig), which stops the VM
 //    threads for good (threads blocked in join or output already count as
-//    stopped), posts VMDeath and _exits; the dispatcher goes on listening.
-//    Before that (reading and compiling the program, loading agents) there
-//    is nothing to write and the process _exits at once. If the VM is
-//    already ending (main returned, exit(n), a runtime error), that end goes
-//    on with its own exit code, and the signal counts as the first.
+//    stopped), flushes stdout, posts VMDeath (if VMInit was) and _exits;
+//    the dispatcher goes on listening. Before that (reading and compiling
+//    the program, loading agents) there is nothing to write and the process
+//    _exits at once. If the VM is already ending (main returned, exit(n), a
+//    runtime error), that end goes on with its own exit code, and the
+//    signal counts as the first.
 // 3. Any later signal: _exit(128 + sig) at once, even in the middle of
 //    VMDeath — a half-written profile is what a second Ctrl-C asks for.
 // 4. A signal ignored when minivm starts (nohup, `prog &` in a

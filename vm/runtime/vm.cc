@@ -97,7 +97,11 @@ int VM::Run() {
     code = 1;
   } else {
     // Agents go LIVE here: string constants are not sampled, the program is.
-    if (hooks_ != nullptr) hooks_->OnVMInit(t);
+    if (hooks_ != nullptr) {
+      // Before the callback: a VMInit that has begun gets its VMDeath.
+      vm_init_posted_.store(true);
+      hooks_->OnVMInit(t);
+    }
     Outcome o = RunFunction(t, functions_[program_->init_function], &ignored);
     if (o == Outcome::kReturn) {
       o = RunFunction(t, functions_[program_->main_function], &ignored);
@@ -122,7 +126,11 @@ int VM::Run() {
 }
 
 void VM::Die(VMThread* t) {
-  if (hooks_ == nullptr || died_.exchange(true)) return;
+  // No VMInit, no VMDeath (JVMTI's rule for a VM that never started): a
+  // signal before main attached, or heap exhaustion making the string
+  // constants. With exit_process the caller has stopped every thread, main
+  // included, so the flag cannot change any more.
+  if (hooks_ == nullptr || !vm_init_posted_.load() || died_.exchange(true)) return;
   hooks_->OnVMDeath(t);
 }
 
