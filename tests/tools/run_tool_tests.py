@@ -1256,12 +1256,17 @@ class Signalled:
 
     def finish(self, timeout=300):
         try:
-            return self.p.wait(timeout=timeout)
+            code = self.p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.p.kill()
             self.p.wait()
             raise AssertionError(f"{self.cmd}: did not end within {timeout} s:\n"
                                  f"{self.stderr()[-3000:]}")
+        # minivm ends with _exit, so a sanitizer's report does not change the
+        # exit code: look for it.
+        m = re.search(r"^.*(?:Sanitizer|: runtime error: ).*$", self.stderr(), re.M)
+        check(m is None, f"{self.cmd}: sanitizer report: {m and m.group(0)}")
+        return code
 
 
 SIGNAL_CODES = ((signal.SIGINT, 130), (signal.SIGTERM, 143))
