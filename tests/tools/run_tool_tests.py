@@ -1404,7 +1404,7 @@ def vm_signal_without_agent():
     finally:
         r.p.stdin.close()
     check(got == 130, f"reading the program from stdin: exit code {got}")
-    # Started with SIGINT ignored (nohup, `prog &`): SIGINT is not taken.
+    # Started with SIGINT ignored (`prog &` in a script): SIGINT is not taken.
     # SIGINT goes first, so had it been taken the code would be 130.
     r = Signalled([*SIGNAL_OPTS, FOREVER], "vm_sig_ign", preexec=_ignore_sigint)
     r.wait_for(GC_LINE)
@@ -1504,8 +1504,9 @@ def vm_signal_races_with_program_end():
 @test
 def vm_signal_at_startup():
     """SIGINT as soon as minivm takes signals, while it compiles, loads the
-    agent or starts the program: exit 130 and either no VMInit and no VMDeath
-    (the ordering agent prints nothing) or both, in order."""
+    agent or starts the program: exit 130, and either no VMDeath (VMInit had
+    not completed; the ordering agent, which reports from Agent_OnUnload
+    after VMDeath, prints nothing) or one VMDeath after VMInit."""
     need_vm()
     ordering = need_test_agent("ordering")
     outs = set()

@@ -13,7 +13,7 @@
 // 2. The first signal: once a VM is the target (SetSignalTarget), a new
 //    shutdown thread calls VM::Shutdown(128 + sig), which stops the VM
 //    threads for good (threads blocked in join or output already count as
-//    stopped), flushes stdout, posts VMDeath (if VMInit was) and _exits;
+//    stopped), flushes stdout, posts VMDeath (if VMInit completed) and _exits;
 //    the dispatcher goes on listening. Before that (reading and compiling
 //    the program, loading agents) there is nothing to write and the process
 //    _exits at once. If the VM is already ending (main returned, exit(n), a
@@ -21,8 +21,8 @@
 //    signal counts as the first.
 // 3. Any later signal: _exit(128 + sig) at once, even in the middle of
 //    VMDeath — a half-written profile is what a second Ctrl-C asks for.
-// 4. A signal ignored when minivm starts (nohup, `prog &` in a
-//    non-interactive shell) stays ignored: blocked signals are queued even
+// 4. A signal ignored when minivm starts (`prog &` in a non-interactive
+//    shell ignores SIGINT) stays ignored: blocked signals are queued even
 //    when ignored, so it is left out of the set (HotSpot does the same).
 // 5. The cost is one thread asleep in sigwait: nothing on the allocation
 //    path or in the interpreter loop, with or without agents.

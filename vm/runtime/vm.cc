@@ -98,9 +98,11 @@ int VM::Run() {
   } else {
     // Agents go LIVE here: string constants are not sampled, the program is.
     if (hooks_ != nullptr) {
-      // Before the callback: a VMInit that has begun gets its VMDeath.
-      vm_init_posted_.store(true);
       hooks_->OnVMInit(t);
+      // Only now: main may be stopped for good inside VMInit (at a safepoint
+      // a VMTI call waits for), and VMDeath must not run beside a VMInit
+      // callback frozen half-way.
+      vm_init_done_.store(true);
     }
     Outcome o = RunFunction(t, functions_[program_->init_function], &ignored);
     if (o == Outcome::kReturn) {
@@ -127,10 +129,10 @@ int VM::Run() {
 
 void VM::Die(VMThread* t) {
   // No VMInit, no VMDeath (JVMTI's rule for a VM that never started): a
-  // signal before main attached, or heap exhaustion making the string
+  // signal before VMInit completed, or heap exhaustion making the string
   // constants. With exit_process the caller has stopped every thread, main
   // included, so the flag cannot change any more.
-  if (hooks_ == nullptr || !vm_init_posted_.load() || died_.exchange(true)) return;
+  if (hooks_ == nullptr || !vm_init_done_.load() || died_.exchange(true)) return;
   hooks_->OnVMDeath(t);
 }
 

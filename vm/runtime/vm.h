@@ -147,7 +147,7 @@ class VM final : public gc::VmInterface {
   // Requires output_mu_.
   [[noreturn]] void ExitProcessLocked(int code);
 
-  // Posts VMDeath, once, if VMInit was posted (without agents: nothing).
+  // Posts VMDeath, once, if VMInit completed (without agents: nothing).
   void Die(VMThread* t);
   // With exit_process: true for the one caller that ends the VM.
   bool ClaimEnd() { return !ending_.exchange(true); }
@@ -162,7 +162,7 @@ class VM final : public gc::VmInterface {
 
   ToolHooks* hooks_ = nullptr;
   std::atomic<bool> ending_{false};  // see the file comment
-  std::atomic<bool> vm_init_posted_{false};
+  std::atomic<bool> vm_init_done_{false};  // every VMInit callback returned
   std::atomic<bool> died_{false};  // VMDeath posted
   std::unique_ptr<JitHooks> jit_;
   uint32_t jit_threshold_ = 0;
