@@ -1,7 +1,8 @@
 // minivm: parse the command line, compile the program, run it.
 //
-// Exit codes (docs/language.md): 0 main returned, 1 runtime error, 2 compile
-// error or bad command line, n exit(n). The process ends through
+// Exit codes (docs/language.md): 0 main returned, 1 runtime error (also:
+// no address space for the heap or main's stacks, an agent that failed), 2
+// compile error or bad command line, n exit(n). The process ends through
 // VM::ExitProcess (flush, _exit) so that threads still running are simply
 // stopped, as in Go, and no static destructor runs under them.
 #include <cerrno>
@@ -21,9 +22,9 @@
 
 namespace {
 
-int Fail(absl::string_view message) {
+int Fail(absl::string_view message, int code = 2) {
   std::fprintf(stderr, "minivm: error: %.*s\n", static_cast<int>(message.size()), message.data());
-  return 2;
+  return code;
 }
 
 bool ReadFile(const std::string& path, std::string* contents, std::string* error) {
@@ -98,7 +99,11 @@ int main(int argc, char** argv) {
   vm_options.exit_process = true;
   absl::StatusOr<std::unique_ptr<minivm::VM>> vm =
       minivm::VM::Create(std::move(compiled.program), std::move(vm_options));
-  if (!vm.ok()) return Fail(vm.status().message());
+  // Out of address space (heap, stacks) is not a bad command line: exit 1.
+  if (!vm.ok()) {
+    return Fail(vm.status().message(),
+                vm.status().code() == absl::StatusCode::kResourceExhausted ? 1 : 2);
+  }
   if (tools != nullptr) tools->AttachVm(vm->get());
   if (options->jit != minivm::JitMode::kOff) {
     minivm::jit::JitConfig jit_config;

@@ -28,11 +28,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "gc/heap.h"
 #include "gc/mutator.h"
 #include "gc/object.h"
@@ -91,8 +93,14 @@ struct VMThread {
   gc::Value result;
   std::thread os_thread;
 
-  // Reserves the stacks; CHECK-fails if the address space is exhausted.
-  VMThread(VM* vm, int index, std::string name, size_t stack_depth, Rng rng);
+  // A thread with its stacks reserved for `stack_depth` frames, or
+  // ResourceExhausted (one line naming the thread and the stack) when the
+  // address space, or `ulimit -v`, has no room for them: the VM reports that
+  // as an error (at start, exit 1; at spawn, a runtime error), never aborts.
+  static absl::StatusOr<std::unique_ptr<VMThread>> Create(VM* vm, int index, std::string name,
+                                                          size_t stack_depth, Rng rng);
+  // Without stacks (Create reserves them); ReleaseStacks is then a no-op.
+  VMThread(VM* vm, int index, std::string name, Rng rng);
   ~VMThread();
   VMThread(const VMThread&) = delete;
   VMThread& operator=(const VMThread&) = delete;

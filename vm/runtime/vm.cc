@@ -35,12 +35,13 @@ absl::StatusOr<std::unique_ptr<VM>> VM::Create(std::unique_ptr<Program> program,
   absl::StatusOr<std::unique_ptr<gc::Heap>> heap = gc::Heap::Create(vm->options_.heap, vm.get());
   if (!heap.ok()) return heap.status();
   vm->heap_ = *std::move(heap);
-  auto main = std::make_unique<VMThread>(vm.get(), 0, "main", vm->options_.stack_depth,
-                                         Rng(vm->options_.seed, 0));
-  vm->main_thread_ = main.get();
+  absl::StatusOr<std::unique_ptr<VMThread>> main =
+      VMThread::Create(vm.get(), 0, "main", vm->options_.stack_depth, Rng(vm->options_.seed, 0));
+  if (!main.ok()) return main.status();
+  vm->main_thread_ = main->get();
   std::lock_guard<std::mutex> lock(vm->threads_mu_);
-  vm->thread_set_.insert(main.get());
-  vm->threads_.push_back(std::move(main));
+  vm->thread_set_.insert(main->get());
+  vm->threads_.push_back(*std::move(main));
   return vm;
 }
 
@@ -246,9 +247,17 @@ bool VM::Spawn(VMThread* t, const Function* fn, gc::Value* args, int argc, gc::V
     // table (a root) holds them.
     std::lock_guard<std::mutex> lock(threads_mu_);
     index = static_cast<int>(threads_.size());
-    auto owned = std::make_unique<VMThread>(this, index, absl::StrCat("thread-", index),
-                                            options_.stack_depth,
-                                            Rng(options_.seed, static_cast<uint64_t>(index)));
+    absl::StatusOr<std::unique_ptr<VMThread>> created =
+        VMThread::Create(this, index, absl::StrCat("thread-", index), options_.stack_depth,
+                         Rng(options_.seed, static_cast<uint64_t>(index)));
+    if (!created.ok()) {
+      // The same runtime error as a failed pthread_create below: the program
+      // asked for more threads than the address space holds.
+      t->Raise(ErrorKind::kValueError,
+               absl::StrCat("cannot start a thread: ", created.status().message()));
+      return false;
+    }
+    std::unique_ptr<VMThread> owned = *std::move(created);
     owned->start_function = fn;
     owned->start_args.assign(args, args + argc);
     child = owned.get();
