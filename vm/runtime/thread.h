@@ -92,6 +92,9 @@ struct VMThread {
   const Function* start_function = nullptr;
   gc::Value result;
   std::thread os_thread;
+  // The thread this one is waiting for in join(), or null: the edges of the
+  // wait-for graph that VM::Join checks for a cycle before it waits.
+  VMThread* joining = nullptr;
 
   // A thread with its stacks reserved for `stack_depth` frames, or
   // ResourceExhausted (one line naming the thread and the stack) when the

@@ -341,10 +341,34 @@ bool VM::Join(VMThread* t, gc::Value* slot) {
     t->Raise(ErrorKind::kValueError, "a thread cannot join itself");
     return false;
   }
+  std::string cycle;
   {
     gc::BlockedScope blocked(&t->mutator);
     std::unique_lock<std::mutex> lock(threads_mu_);
-    thread_finished_.wait(lock, [target] { return target->state == ThreadState::kFinished; });
+    // A join that would close a cycle of joins would wait forever: it is an
+    // error on this thread instead (which ends the VM). Checked and recorded
+    // under the lock, so of two threads joining each other, the second
+    // sees the first's edge. A cycle through a finished thread is no cycle:
+    // it will never wait again.
+    for (const VMThread* u = target; u != nullptr && u->state != ThreadState::kFinished;
+         u = u->joining) {
+      if (u->joining == t) {
+        cycle = absl::StrCat(t->name, " joins ", target->name);
+        for (const VMThread* v = target; v != t; v = v->joining) {
+          absl::StrAppend(&cycle, ", which is joining ", v->joining->name);
+        }
+        break;
+      }
+    }
+    if (cycle.empty()) {
+      t->joining = target;
+      thread_finished_.wait(lock, [target] { return target->state == ThreadState::kFinished; });
+      t->joining = nullptr;
+    }
+  }
+  if (!cycle.empty()) {
+    t->Raise(ErrorKind::kValueError, absl::StrCat("join: deadlock: ", cycle));
+    return false;
   }
   // Read the result only after leaving the blocked state: it is a reference
   // a collection may have moved while we waited.
