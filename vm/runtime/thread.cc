@@ -128,16 +128,28 @@ gc::Object* VMThread::AllocateArray(const Klass* klass, uint64_t length) {
   return Allocate(klass, static_cast<size_t>(size), length);
 }
 
-std::vector<StackTraceEntry> VMThread::StackTrace(const Program& program) const {
-  std::vector<StackTraceEntry> trace;
+ReportedTrace VMThread::StackTrace(const Program& program) const {
+  ReportedTrace trace;
   if (frames_begin == nullptr) return trace;  // finished
-  for (const Frame* f = fp; f >= frames_begin; --f) {
+  auto entry = [&program](const Frame* f) {
     StackTraceEntry e;
     const Function* fn = f->fn;
     e.function = fn->index == program.init_function ? "<globals>" : fn->name;
     e.bytecode_offset = static_cast<uint32_t>(f->pc - fn->code.data());
     e.line = fn->lines.LineFor(e.bytecode_offset);
-    trace.push_back(std::move(e));
+    return e;
+  };
+  // Only the frames shown are looked at: a million-frame overflow costs
+  // what a 60-frame one does.
+  const size_t depth = static_cast<size_t>(fp - frames_begin + 1);
+  const bool elide = depth > kTraceInnermostFrames + kTraceOutermostFrames;
+  const size_t inner = elide ? kTraceInnermostFrames : depth;
+  for (size_t i = 0; i < inner; ++i) trace.frames.push_back(entry(fp - i));
+  if (elide) {
+    trace.omitted = depth - kTraceInnermostFrames - kTraceOutermostFrames;
+    for (size_t i = kTraceOutermostFrames; i > 0; --i) {
+      trace.frames.push_back(entry(frames_begin + i - 1));
+    }
   }
   return trace;
 }

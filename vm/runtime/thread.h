@@ -136,9 +136,11 @@ struct VMThread {
   // and join many threads; only their results must survive).
   void ReleaseStacks();
 
-  // The trace of this thread's frames, innermost first. Safe to call on the
-  // thread itself, or on a thread stopped at a safepoint.
-  std::vector<StackTraceEntry> StackTrace(const Program& program) const;
+  // The trace of this thread's frames as an error reports it, innermost
+  // first, bounded (errors.h: deep stacks keep their innermost and
+  // outermost frames). Safe to call on the thread itself, or on a thread
+  // stopped at a safepoint.
+  ReportedTrace StackTrace(const Program& program) const;
   // The value stack's slot capacity.
   size_t stack_slots() const { return static_cast<size_t>(stack_end - stack_begin); }
 
