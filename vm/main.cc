@@ -1,10 +1,10 @@
 // minivm: parse the command line, compile the program, run it.
 //
 // Exit codes (docs/language.md): 0 main returned, 1 runtime error (also:
-// no address space for the heap or main's stacks, an agent that failed), 2
-// compile error or bad command line, n exit(n). The process ends through
-// VM::ExitProcess (flush, _exit) so that threads still running are simply
-// stopped, as in Go, and no static destructor runs under them.
+// lost output, no address space for the heap or main's stacks, an agent
+// that failed), 2 compile error or bad command line, n exit(n). The process
+// ends through VM::ExitProcess (flush, _exit) so that threads still running
+// are simply stopped, as in Go, and no static destructor runs under them.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -17,6 +17,7 @@
 #include "vm/compiler/compiler.h"
 #include "vm/jit/jit.h"
 #include "vm/runtime/options.h"
+#include "vm/runtime/standard_streams.h"
 #include "vm/runtime/version.h"
 #include "vm/runtime/vm.h"
 
@@ -45,15 +46,16 @@ bool ReadFile(const std::string& path, std::string* contents, std::string* error
 }  // namespace
 
 int main(int argc, char** argv) {
+  minivm::OccupyClosedStandardFds();
   absl::StatusOr<minivm::Options> options = minivm::ParseOptions(argc, argv);
   if (!options.ok()) return Fail(options.status().message());
   if (options->help) {
     std::fputs(minivm::UsageText().c_str(), stdout);
-    return 0;
+    return minivm::FinishStandardStreams(stdout, stderr, 0);
   }
   if (options->version) {
     std::printf("%s\n", minivm::VersionString());
-    return 0;
+    return minivm::FinishStandardStreams(stdout, stderr, 0);
   }
 
   std::string source;
@@ -70,7 +72,7 @@ int main(int argc, char** argv) {
   }
   if (options->disassemble) {
     std::fputs(minivm::Disassemble(*compiled.program).c_str(), stdout);
-    return 0;
+    return minivm::FinishStandardStreams(stdout, stderr, 0);
   }
 
   // Agents load after the program compiled (a program with errors never

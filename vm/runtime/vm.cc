@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <system_error>
 #include <utility>
 
@@ -9,6 +10,7 @@
 #include "vm/runtime/builtin_classes.h"
 #include "vm/runtime/errors.h"
 #include "vm/runtime/interpreter.h"
+#include "vm/runtime/standard_streams.h"
 #include "vm/runtime/strings.h"
 
 namespace minivm {
@@ -146,11 +148,9 @@ void VM::ExitProcess(int code) {
 }
 
 void VM::ExitProcessLocked(int code) {
-  std::fflush(options_.out);
-  std::fflush(options_.err);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  _exit(code);
+  // Output lost at any time in the run (to a full disk, a closed stdout)
+  // fails the run here (vm/runtime/standard_streams.h).
+  _exit(FinishStandardStreams(options_.out, options_.err, code, out_errno_));
 }
 
 void VM::ReportError(VMThread* t) {
@@ -183,12 +183,17 @@ void VM::RequestExit(VMThread* t, int code) {
   exit_code_.compare_exchange_strong(expected, code);
 }
 
-void VM::WriteLine(VMThread* t, std::string_view line) {
+bool VM::WriteLine(VMThread* t, std::string_view line) {
   // Blocked: a thread waiting for the lock or for a full pipe must not hold
   // up a safepoint. `line` is C++ memory, not heap memory.
   gc::BlockedScope blocked(&t->mutator);
   std::lock_guard<std::mutex> lock(output_mu_);
-  std::fwrite(line.data(), 1, line.size(), options_.out);
+  errno = 0;
+  const size_t written = std::fwrite(line.data(), 1, line.size(), options_.out);
+  if (written == line.size() && std::ferror(options_.out) == 0) return true;
+  // The first failure's reason: a flush at exit may no longer know it.
+  if (out_errno_ == 0) out_errno_ = errno != 0 ? errno : EIO;
+  return false;
 }
 
 VMThread* VM::FindThread(const void* handle, bool* alive) const {
