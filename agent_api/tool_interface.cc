@@ -58,10 +58,16 @@ ToolInterface::~ToolInterface() = default;
 
 absl::Status ToolInterface::LoadAgents(const std::vector<std::string>& agent_options) {
   const std::string agent_dir = DefaultAgentDirectory();
+  // Every option is checked before any agent runs: a malformed one is a bad
+  // command line (InvalidArgument, exit 2), with no agent half started.
+  std::vector<AgentSpec> specs;
   for (const std::string& option : agent_options) {
     absl::StatusOr<AgentSpec> spec = ParseAgentOption(option, agent_dir);
     if (!spec.ok()) return spec.status();
-    absl::StatusOr<AgentLibrary> lib = AgentLibrary::Open(*spec);
+    specs.push_back(*std::move(spec));
+  }
+  for (const AgentSpec& spec : specs) {
+    absl::StatusOr<AgentLibrary> lib = AgentLibrary::Open(spec);
     if (!lib.ok()) return lib.status();
     libraries_.push_back(*std::move(lib));
     absl::Status loaded =

@@ -83,7 +83,8 @@ int main(int argc, char** argv) {
     if (absl::Status loaded = tools->LoadAgents(options->agents); !loaded.ok()) {
       std::fprintf(stderr, "minivm: error: %.*s\n", static_cast<int>(loaded.message().size()),
                    loaded.message().data());
-      return 1;
+      // A malformed -agentpath/-agentlib is a bad command line.
+      return loaded.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
     }
   }
 
