@@ -19,6 +19,28 @@ bool IsKnownEvent(int e) {
   }
 }
 
+bool HasCapabilityFor(const vmtiCapabilities& c, vmtiEvent event) {
+  switch (event) {
+    case VMTI_EVENT_SAMPLED_OBJECT_ALLOC:
+      return c.can_generate_sampled_alloc_events;
+    case VMTI_EVENT_OBJECT_FREE:
+      return c.can_generate_object_free_events;
+    case VMTI_EVENT_OBJECT_PROMOTE:
+      return c.can_generate_object_promote_events;
+    case VMTI_EVENT_GARBAGE_COLLECTION_START:
+    case VMTI_EVENT_GARBAGE_COLLECTION_FINISH:
+      return c.can_generate_garbage_collection_events;
+    default:
+      return true;
+  }
+}
+
+bool Environment::ShouldPost(vmtiEvent e, const VMThread* thread) {
+  if (disposed.load(std::memory_order_acquire)) return false;
+  if (!HasCapabilityFor(Capabilities(), e)) return false;
+  return EventEnabledFor(e, thread);
+}
+
 bool Environment::EventEnabledFor(vmtiEvent e, const VMThread* thread) {
   const uint64_t bit = EventBit(e);
   if ((global_events.load(std::memory_order_acquire) & bit) != 0) return true;

@@ -32,6 +32,8 @@ inline uint64_t EventBit(vmtiEvent e) {
   return uint64_t{1} << (static_cast<int>(e) - VMTI_MIN_EVENT_TYPE_VAL);
 }
 bool IsKnownEvent(int e);
+// Whether `c` holds the capability `event` needs (most events need none).
+bool HasCapabilityFor(const vmtiCapabilities& c, vmtiEvent event);
 
 struct Environment {
   // Offset 0: the agent's vmtiEnv* points here.
@@ -60,6 +62,12 @@ struct Environment {
       : functions(table), tool(t), id(n) {}
 
   bool EventEnabledFor(vmtiEvent e, const VMThread* thread);
+  // Whether event `e` on `thread` (null: none) reaches this env: not
+  // disposed, holding the capability the event needs, and the event
+  // enabled. Every dispatch asks this, never the enable bits alone:
+  // RelinquishCapabilities leaves the bits set (adding the capability back
+  // resumes the event), and another env may keep the sampler running.
+  bool ShouldPost(vmtiEvent e, const VMThread* thread);
   // A copy of the callbacks (callbacks are invoked without holding mu).
   vmtiEventCallbacks Callbacks();
   vmtiCapabilities Capabilities();

@@ -266,23 +266,6 @@ vmtiError SetEventCallbacks(vmtiEnv* env, const vmtiEventCallbacks* callbacks,
   return VMTI_ERROR_NONE;
 }
 
-// Whether the env holds the capability an event needs (most need none).
-bool HasCapabilityFor(const vmtiCapabilities& c, vmtiEvent event) {
-  switch (event) {
-    case VMTI_EVENT_SAMPLED_OBJECT_ALLOC:
-      return c.can_generate_sampled_alloc_events;
-    case VMTI_EVENT_OBJECT_FREE:
-      return c.can_generate_object_free_events;
-    case VMTI_EVENT_OBJECT_PROMOTE:
-      return c.can_generate_object_promote_events;
-    case VMTI_EVENT_GARBAGE_COLLECTION_START:
-    case VMTI_EVENT_GARBAGE_COLLECTION_FINISH:
-      return c.can_generate_garbage_collection_events;
-    default:
-      return true;
-  }
-}
-
 vmtiError SetEventNotificationMode(vmtiEnv* env, vmtiEventMode mode, vmtiEvent event_type,
                                    vmtiThread event_thread) {
   VMTI_ENTER(env, kOnload | kLive, false);

@@ -58,10 +58,16 @@ ToolInterface::~ToolInterface() = default;
 
 absl::Status ToolInterface::LoadAgents(const std::vector<std::string>& agent_options) {
   const std::vector<std::string> agent_dirs = AgentSearchPath();
+  // Every option is checked before any agent runs: a malformed one is a bad
+  // command line (InvalidArgument, exit 2), with no agent half started.
+  std::vector<AgentSpec> specs;
   for (const std::string& option : agent_options) {
     absl::StatusOr<AgentSpec> spec = ParseAgentOption(option, agent_dirs);
     if (!spec.ok()) return spec.status();
-    absl::StatusOr<AgentLibrary> lib = AgentLibrary::Open(*spec);
+    specs.push_back(*std::move(spec));
+  }
+  for (const AgentSpec& spec : specs) {
+    absl::StatusOr<AgentLibrary> lib = AgentLibrary::Open(spec);
     if (!lib.ok()) return lib.status();
     libraries_.push_back(*std::move(lib));
     absl::Status loaded =
@@ -121,9 +127,7 @@ bool ToolInterface::SamplingEnabledFor(gc::Mutator* m) {
   const VMThread* thread = VMThread::FromMutator(m);
   for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
     Environment* env = EnvironmentAt(i);
-    if (env->disposed.load(std::memory_order_acquire)) continue;
-    if (!env->Capabilities().can_generate_sampled_alloc_events) continue;
-    if (env->EventEnabledFor(VMTI_EVENT_SAMPLED_OBJECT_ALLOC, thread)) return true;
+    if (env->ShouldPost(VMTI_EVENT_SAMPLED_OBJECT_ALLOC, thread)) return true;
   }
   return false;
 }
@@ -212,7 +216,7 @@ void ToolInterface::OnVMInit(VMThread* main) {
   ReconfigureSampling();
   for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
     Environment* env = EnvironmentAt(i);
-    if (env->disposed.load() || !env->EventEnabledFor(VMTI_EVENT_VM_INIT, main)) continue;
+    if (!env->ShouldPost(VMTI_EVENT_VM_INIT, main)) continue;
     if (auto cb = env->Callbacks().VMInit) cb(env->AsVmti(), AsHandle(main));
   }
 }
@@ -223,7 +227,7 @@ void ToolInterface::OnVMDeath(VMThread* current) {
   dying_.store(true, std::memory_order_release);
   for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
     Environment* env = EnvironmentAt(i);
-    if (env->disposed.load() || !env->EventEnabledFor(VMTI_EVENT_VM_DEATH, current)) continue;
+    if (!env->ShouldPost(VMTI_EVENT_VM_DEATH, current)) continue;
     if (auto cb = env->Callbacks().VMDeath) cb(env->AsVmti());
   }
   phase_.store(VMTI_PHASE_DEAD, std::memory_order_release);
@@ -236,7 +240,7 @@ void ToolInterface::OnThreadStart(VMThread* thread) {
   if (phase() != VMTI_PHASE_LIVE) return;
   for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
     Environment* env = EnvironmentAt(i);
-    if (env->disposed.load() || !env->EventEnabledFor(VMTI_EVENT_THREAD_START, thread)) continue;
+    if (!env->ShouldPost(VMTI_EVENT_THREAD_START, thread)) continue;
     if (auto cb = env->Callbacks().ThreadStart) cb(env->AsVmti(), AsHandle(thread));
   }
 }
@@ -245,7 +249,7 @@ void ToolInterface::OnThreadEnd(VMThread* thread) {
   if (phase() == VMTI_PHASE_LIVE) {
     for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
       Environment* env = EnvironmentAt(i);
-      if (env->disposed.load() || !env->EventEnabledFor(VMTI_EVENT_THREAD_END, thread)) continue;
+      if (!env->ShouldPost(VMTI_EVENT_THREAD_END, thread)) continue;
       if (auto cb = env->Callbacks().ThreadEnd) cb(env->AsVmti(), AsHandle(thread));
     }
   }
@@ -271,9 +275,7 @@ void ToolInterface::OnSampledAllocation(gc::Mutator* m, gc::Value* object_root,
   HandleScope scope(ts, object_root);
   for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
     Environment* env = EnvironmentAt(i);
-    if (env->disposed.load() || !env->EventEnabledFor(VMTI_EVENT_SAMPLED_OBJECT_ALLOC, thread)) {
-      continue;
-    }
+    if (!env->ShouldPost(VMTI_EVENT_SAMPLED_OBJECT_ALLOC, thread)) continue;
     auto cb = env->Callbacks().SampledObjectAlloc;
     if (cb == nullptr || !object_root->IsRef()) continue;
     // Re-read for each env: an earlier callback may have moved the object.
@@ -292,10 +294,7 @@ void ToolInterface::PostGcEvent(vmtiEvent event) {
   ++ts.restricted_depth;  // inside the pause: only raw bookkeeping is allowed
   for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
     Environment* env = EnvironmentAt(i);
-    if (env->disposed.load() || !env->Capabilities().can_generate_garbage_collection_events ||
-        !env->EventEnabledFor(event, ts.thread)) {
-      continue;
-    }
+    if (!env->ShouldPost(event, ts.thread)) continue;
     const vmtiEventCallbacks cb = env->Callbacks();
     auto fn = event == VMTI_EVENT_GARBAGE_COLLECTION_START ? cb.GarbageCollectionStart
                                                            : cb.GarbageCollectionFinish;
@@ -344,18 +343,12 @@ void ToolInterface::DeliverWeakEvent(const gc::WeakEvent& e) {
   if (e.kind == gc::WeakEventKind::kPromoted) {
     std::optional<int64_t> tag = env->tags.OnPromoted(record);
     if (!tag || !live) return;
-    if (!env->Capabilities().can_generate_object_promote_events ||
-        !env->EventEnabledFor(VMTI_EVENT_OBJECT_PROMOTE, thread)) {
-      return;
-    }
+    if (!env->ShouldPost(VMTI_EVENT_OBJECT_PROMOTE, thread)) return;
     if (auto cb = env->Callbacks().ObjectPromote) cb(env->AsVmti(), *tag);
   } else if (e.kind == gc::WeakEventKind::kDied) {
     std::optional<int64_t> tag = env->tags.OnDied(weak_table(), record);
     if (!tag || !live) return;
-    if (!env->Capabilities().can_generate_object_free_events ||
-        !env->EventEnabledFor(VMTI_EVENT_OBJECT_FREE, thread)) {
-      return;
-    }
+    if (!env->ShouldPost(VMTI_EVENT_OBJECT_FREE, thread)) return;
     if (auto cb = env->Callbacks().ObjectFree) cb(env->AsVmti(), *tag);
   }
 }

@@ -85,7 +85,9 @@ class ToolInterface final : public ToolHooks,
   ToolInterface& operator=(const ToolInterface&) = delete;
 
   // Loads and starts every agent in order (phase ONLOAD). The first failure
-  // is returned as a one-line message naming the agent.
+  // is returned as a one-line message naming the agent: InvalidArgument for
+  // a malformed option (checked for all of them before any agent loads),
+  // another code for an agent that cannot be loaded or fails to start.
   absl::Status LoadAgents(const std::vector<std::string>& agent_options);
   // Registers with the VM and its heap. Call once, after VM::Create.
   void AttachVm(VM* vm);

@@ -68,8 +68,11 @@ absl::StatusOr<std::unique_ptr<GenerationalHeap>> GenerationalHeap::Make(const H
   }
   const size_t young = RoundDownToPage(options.young_bytes != 0 ? options.young_bytes : heap / 3);
   if (young < kMinYoungBytes) {
+    // The size the user gave (--young=1 is "1", not the 0 it rounds down
+    // to); a default young generation is a third of the heap.
     return absl::InvalidArgumentError(absl::StrFormat(
-        "young generation size %d is below the minimum of %s", young, Mib(kMinYoungBytes)));
+        "young generation size %d is below the minimum of %s",
+        options.young_bytes != 0 ? options.young_bytes : heap / 3, Mib(kMinYoungBytes)));
   }
   if (heap - young < kMinOldBytes) {
     return absl::InvalidArgumentError(absl::StrFormat(

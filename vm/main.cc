@@ -1,10 +1,12 @@
 // minivm: parse the command line, compile the program, run it.
 //
-// Exit codes (docs/language.md): 0 main returned, 1 runtime error, 2 compile
-// error or bad command line, n exit(n), 130/143 SIGINT/SIGTERM. Once the VM
-// runs, the process ends through VM::ExitProcess or VM::Shutdown (flush,
-// _exit) so that threads still running are simply stopped, as in Go, and no
-// static destructor runs under them.
+// Exit codes (docs/language.md): 0 main returned, 1 runtime error (also:
+// lost output, no address space for the heap or main's stacks, an agent
+// that failed), 2 compile error or bad command line, n exit(n), 130/143
+// SIGINT/SIGTERM. Once the VM runs, the process ends through
+// VM::ExitProcess or VM::Shutdown (flush, _exit) so that threads still
+// running are simply stopped, as in Go, and no static destructor runs under
+// them.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -18,14 +20,15 @@
 #include "vm/jit/jit.h"
 #include "vm/runtime/options.h"
 #include "vm/runtime/signal_dispatcher.h"
+#include "vm/runtime/standard_streams.h"
 #include "vm/runtime/version.h"
 #include "vm/runtime/vm.h"
 
 namespace {
 
-int Fail(absl::string_view message) {
+int Fail(absl::string_view message, int code = 2) {
   std::fprintf(stderr, "minivm: error: %.*s\n", static_cast<int>(message.size()), message.data());
-  return 2;
+  return code;
 }
 
 bool ReadFile(const std::string& path, std::string* contents, std::string* error) {
@@ -46,18 +49,19 @@ bool ReadFile(const std::string& path, std::string* contents, std::string* error
 }  // namespace
 
 int main(int argc, char** argv) {
-  // First, while this is the only thread: every thread made later inherits
-  // the signal mask (vm/runtime/signal_dispatcher.h).
+  minivm::OccupyClosedStandardFds();
+  // While this is the only thread: every thread made later inherits the
+  // signal mask (vm/runtime/signal_dispatcher.h).
   minivm::StartSignalDispatcher();
   absl::StatusOr<minivm::Options> options = minivm::ParseOptions(argc, argv);
   if (!options.ok()) return Fail(options.status().message());
   if (options->help) {
     std::fputs(minivm::UsageText().c_str(), stdout);
-    return 0;
+    return minivm::FinishStandardStreams(stdout, stderr, 0);
   }
   if (options->version) {
     std::printf("%s\n", minivm::VersionString());
-    return 0;
+    return minivm::FinishStandardStreams(stdout, stderr, 0);
   }
 
   std::string source;
@@ -74,7 +78,7 @@ int main(int argc, char** argv) {
   }
   if (options->disassemble) {
     std::fputs(minivm::Disassemble(*compiled.program).c_str(), stdout);
-    return 0;
+    return minivm::FinishStandardStreams(stdout, stderr, 0);
   }
 
   // Agents load after the program compiled (a program with errors never
@@ -85,7 +89,8 @@ int main(int argc, char** argv) {
     if (absl::Status loaded = tools->LoadAgents(options->agents); !loaded.ok()) {
       std::fprintf(stderr, "minivm: error: %.*s\n", static_cast<int>(loaded.message().size()),
                    loaded.message().data());
-      return 1;
+      // A malformed -agentpath/-agentlib is a bad command line.
+      return loaded.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
     }
   }
 
@@ -103,7 +108,11 @@ int main(int argc, char** argv) {
   vm_options.exit_process = true;
   absl::StatusOr<std::unique_ptr<minivm::VM>> vm =
       minivm::VM::Create(std::move(compiled.program), std::move(vm_options));
-  if (!vm.ok()) return Fail(vm.status().message());
+  // Out of address space (heap, stacks) is not a bad command line: exit 1.
+  if (!vm.ok()) {
+    return Fail(vm.status().message(),
+                vm.status().code() == absl::StatusCode::kResourceExhausted ? 1 : 2);
+  }
   if (tools != nullptr) tools->AttachVm(vm->get());
   if (options->jit != minivm::JitMode::kOff) {
     minivm::jit::JitConfig jit_config;

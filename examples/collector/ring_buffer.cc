@@ -106,8 +106,19 @@ std::unique_ptr<SharedRing> SharedRing::Create(uint64_t ring_bytes, std::string*
 
 std::unique_ptr<SharedRing> SharedRing::Attach(int fd, uint64_t ring_bytes, std::string* error) {
   struct stat st;
+  // The seals first: once the size cannot change, the size check below
+  // stays true for as long as the mapping lives. Without them the other
+  // side could shrink the file under our mapping and a write to the ring
+  // would be SIGBUS (design point 1).
+  constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+  int seals = 0;
   if (!ValidRingBytes(ring_bytes)) {
     *error = "bad ring size " + std::to_string(ring_bytes);
+  } else if ((seals = fcntl(fd, F_GET_SEALS)) < 0 && errno != EINVAL) {
+    *error = Errno("fcntl(F_GET_SEALS)");
+  } else if (seals < 0 || (seals & kSeals) != kSeals) {
+    // EINVAL: a file that cannot be sealed at all (not a memfd).
+    *error = "shared memory not sealed against resizing (F_SEAL_SHRINK, F_SEAL_GROW, F_SEAL_SEAL)";
   } else if (fstat(fd, &st) != 0) {
     *error = Errno("fstat");
   } else if (static_cast<uint64_t>(st.st_size) != kPageBytes + ring_bytes) {

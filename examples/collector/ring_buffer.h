@@ -8,8 +8,11 @@
 //     side maps it as [META][DATA][DATA again]: the data area twice, back to
 //     back, so a record that runs past the end of the area is still
 //     contiguous and neither side handles wrap-around. The collector creates
-//     the memfd and seals its size (F_SEAL_SHRINK/GROW), so a client cannot
-//     truncate it under the collector's mapping (which would be SIGBUS).
+//     the memfd and seals its size (F_SEAL_SHRINK/GROW, and F_SEAL_SEAL so
+//     that nobody can lift them), so a client cannot truncate it under the
+//     collector's mapping (which would be SIGBUS). The agent checks those
+//     seals in Attach for the same reason the other way round: a ring from
+//     something that is not a real collector is refused, not mapped.
 //  2. Positions. Meta::write_pos and Meta::read_pos are byte counters that
 //     only grow (64 bits: no wrap in practice); a position p is at offset
 //     p & (ring_bytes - 1). write_pos - read_pos is the bytes in use and
@@ -114,7 +117,8 @@ class SharedRing {
   // Collector side: a new sealed memfd with a zeroed Meta.
   static std::unique_ptr<SharedRing> Create(uint64_t ring_bytes, std::string* error);
   // Agent side: maps a memfd received from the collector (takes the fd,
-  // closes it on failure). Checks the file's size and the Meta header.
+  // closes it on failure). Checks the file's seals (F_SEAL_SHRINK,
+  // F_SEAL_GROW and F_SEAL_SEAL, all three), its size and the Meta header.
   static std::unique_ptr<SharedRing> Attach(int fd, uint64_t ring_bytes, std::string* error);
   ~SharedRing();
   SharedRing(const SharedRing&) = delete;

@@ -4,9 +4,13 @@
 // everything a client could corrupt.
 #include "ring_buffer.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -66,6 +70,46 @@ TEST(SharedRing, AttachChecksSizeAndHeader) {
   ring->meta()->magic = 0;
   EXPECT_EQ(SharedRing::Attach(dup(ring->fd()), 8192, &error), nullptr);
   EXPECT_NE(error.find("header"), std::string::npos) << error;
+}
+
+// A memfd laid out like the collector's (size, Meta header) with `seals`
+// added, as a fake collector could send it.
+int FakeRingFd(uint64_t ring_bytes, int seals) {
+  int fd = memfd_create("fake-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0 || ftruncate(fd, static_cast<off_t>(kPageBytes + ring_bytes)) != 0) return -1;
+  const uint32_t header[4] = {kMagic, kVersion, static_cast<uint32_t>(ring_bytes),
+                              static_cast<uint32_t>(ring_bytes >> 32)};
+  if (pwrite(fd, header, sizeof header, 0) != static_cast<ssize_t>(sizeof header)) return -1;
+  if (seals != 0 && fcntl(fd, F_ADD_SEALS, seals) != 0) return -1;
+  return fd;
+}
+
+TEST(SharedRing, AttachRefusesARingThatCanBeResized) {
+  // Without the seals the sender could shrink the file under the mapping,
+  // and the next record written would be SIGBUS in the VM.
+  for (int seals :
+       {0, F_SEAL_SHRINK | F_SEAL_GROW, F_SEAL_SHRINK | F_SEAL_SEAL, F_SEAL_GROW | F_SEAL_SEAL}) {
+    const int fd = FakeRingFd(8192, seals);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    std::string error;
+    EXPECT_EQ(SharedRing::Attach(fd, 8192, &error), nullptr) << "seals " << seals;
+    EXPECT_NE(error.find("not sealed"), std::string::npos) << error;
+  }
+  // All three: the same bytes are accepted.
+  const int fd = FakeRingFd(8192, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  ASSERT_GE(fd, 0);
+  std::string error;
+  EXPECT_NE(SharedRing::Attach(fd, 8192, &error), nullptr) << error;
+}
+
+TEST(SharedRing, AttachRefusesAFileThatCannotBeSealed) {
+  FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(ftruncate(fileno(f), kPageBytes + 8192), 0);
+  std::string error;
+  EXPECT_EQ(SharedRing::Attach(dup(fileno(f)), 8192, &error), nullptr);
+  EXPECT_NE(error.find("not sealed"), std::string::npos) << error;
+  std::fclose(f);
 }
 
 TEST(SharedRing, SizeIsSealed) {

@@ -26,6 +26,7 @@ anything takes.
 The last line of output is `N passed, M failed`.
 """
 import argparse
+import fcntl
 import glob
 import math
 import mmap
@@ -726,6 +727,99 @@ def periodic_and_on_request_dumps():
         check(vm.proc.wait() == 143, f"exit code {vm.proc.returncode}")
         why = comment(read(c.wait_final(vm.pid)), "final profile:")
         check(why == "final profile: the VM exited", why)
+
+
+# ---- a collector that is not one: rings the VM must refuse -----------------------
+
+class FakeCollector:
+    """Listens like minivm-collector and welcomes one VM with a hand-made ring:
+    the right size and header, with only the seals given."""
+
+    def __init__(self, name, seals, ring=8192):
+        self.dir = fresh(name)
+        self.sock = os.path.join(self.dir, "c.sock")
+        self.ring = ring
+        self.seals = seals
+        self.ls = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.ls.bind(self.sock)
+        self.ls.listen(1)
+        self.ls.settimeout(C.limit)
+
+    def serve(self):
+        """Accepts the VM, answers its hello; returns (connection, memfd)."""
+        conn, _ = self.ls.accept()
+        conn.settimeout(C.limit)
+        conn.recv(64)
+        fd = os.memfd_create("fake-ring", os.MFD_ALLOW_SEALING | os.MFD_CLOEXEC)
+        os.ftruncate(fd, PAGE + self.ring)
+        os.pwrite(fd, struct.pack("<IIQ", MAGIC, VERSION, self.ring), 0)
+        if self.seals:
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, self.seals)
+        welcome = struct.pack("<IIIIQ", MAGIC, VERSION, 0, 1, self.ring) + bytes(112)
+        socket.send_fds(conn, [welcome], [fd])
+        return conn, fd
+
+    def close(self):
+        self.ls.close()
+
+
+def hung_up(conn):
+    conn.setblocking(False)
+    try:
+        return conn.recv(16, socket.MSG_PEEK) == b""
+    except BlockingIOError:
+        return False
+    finally:
+        conn.setblocking(True)
+
+
+@test
+def unsealed_ring_is_refused_not_a_crash():
+    # A "collector" that keeps the right to resize its memfd and then shrinks
+    # it to nothing: had the VM mapped it, its next record would be SIGBUS
+    # (exit 135). It must refuse the ring at the handshake instead, like any
+    # failed handshake: one remote: line, exit 1, the program never runs.
+    # Sealed against resizing but not against more seals (no F_SEAL_SEAL) is
+    # refused too: the contract is all three.
+    for seals in (0, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW):
+        fake = FakeCollector(f"unsealed{seals}", seals)
+        try:
+            # spin.mv allocates for 20 s: still writing when the file shrinks
+            # (only if the ring was wrongly accepted; refused, it never runs).
+            vm = VM(None, f"vm_unsealed{seals}", tools_prog("spin.mv"), [20],
+                    remote="interval=4096", sock=fake.sock)
+            conn, fd = fake.serve()
+            mm = mmap.mmap(fd, PAGE + fake.ring)
+            # Either the VM refuses (hangs up) or it maps the ring and writes
+            # records; only then is the file shrunk under its mapping.
+            wait_for(lambda: hung_up(conn) or
+                     struct.unpack_from("<Q", mm, META_WRITE_POS)[0] > 0,
+                     "the VM to refuse the ring or to write into it")
+            mm.close()
+            if not seals & fcntl.F_SEAL_SHRINK:
+                os.ftruncate(fd, 0)
+            rc = vm.wait()
+            os.close(fd)
+            conn.close()
+            check(rc == 1, f"seals {seals}: VM exit {rc} (135 or -7 is SIGBUS)\n{vm.stderr()}")
+            lines = remote_lines(vm.stderr())
+            check(len(lines) == 1 and "bad shared memory from the collector" in lines[0] and
+                  "not sealed against resizing" in lines[0], vm.stderr())
+            check(vm.stdout() == "", f"the program ran: {vm.stdout()!r}")
+        finally:
+            fake.close()
+    # The same fake with all three seals is accepted: the check is the seals.
+    fake = FakeCollector("sealed", fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+    try:
+        vm = VM(None, "vm_sealed", KNOWN, [10], remote="interval=0", sock=fake.sock)
+        conn, fd = fake.serve()
+        vm.finish_ok()
+        check(remote_lines(vm.stderr()) and "sent" in remote_lines(vm.stderr())[-1],
+              vm.stderr())
+        os.close(fd)
+        conn.close()
+    finally:
+        fake.close()
 
 
 def main():

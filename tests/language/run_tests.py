@@ -44,6 +44,15 @@ stdout, stderr and exit code are checked against comments in the file:
                                   before the options (repeatable, in order).
   // no program file              run without the file (and without args):
                                   `minivm [vm-args] [options]`.
+  // address space limit: SIZE    run under `ulimit -v` (RLIMIT_AS) of SIZE
+                                  (bytes, or with k, m, g). Skipped where
+                                  `minivm --version` cannot start under that
+                                  limit (sanitizer builds map terabytes of
+                                  shadow memory).
+  // run with stdout: TARGET      stdout goes to TARGET, `closed` (`>&-`)
+  // run with stderr: TARGET      or a file such as /dev/full, instead of
+                                  the runner's pipe (what is not piped is
+                                  not checked; stdout need not be expected).
   // skip: REASON                 the test is not run; counted as skipped.
 
 --forbid-stderr=TEXT fails any run whose stderr has a line containing TEXT
@@ -87,6 +96,8 @@ AGENT_RE = re.compile(r"//\s*agent:\s*(\S+)\s*$")
 # --agent-dir: where `// agent: NAME[=OPTIONS]` finds libNAME.so.
 AGENT_DIR = None
 NO_FILE_RE = re.compile(r"//\s*no program file\s*$")
+REDIRECT_RE = re.compile(r"//\s*run with (stdout|stderr):\s*(\S+)\s*$")
+LIMIT_AS_RE = re.compile(r"//\s*address space limit:\s*(\d+)([kKmMgG]?)\s*$")
 SKIP_RE = re.compile(r"//\s*skip:\s*(.*?)\s*$")
 
 COMPILE_ERROR_RE = re.compile(r":(\d+):(\d+): error: ?(.*)$")
@@ -113,6 +124,8 @@ class Spec:
         self.options = []
         self.agents = []          # `// agent: NAME[=OPTIONS]`, in order
         self.no_file = False
+        self.limit_as = None      # `// address space limit:`, in bytes
+        self.redirect = {}        # `// run with stdout|stderr:`: stream -> target
         self.skip = None
         self.problems = []        # malformed directives
 
@@ -191,6 +204,19 @@ def parse_spec(path):
             continue
         if NO_FILE_RE.search(line):
             spec.no_file = True
+            continue
+        m = REDIRECT_RE.search(line)
+        if m:
+            spec.redirect[m.group(1)] = m.group(2)
+            if m.group(1) == "stdout":
+                spec.stdout_unchecked = True
+            continue
+        m = LIMIT_AS_RE.search(line)
+        if m:
+            spec.limit_as = int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2).lower()]
+            continue
+        if re.search(r"//\s*address space limit:", line):
+            spec.problems.append(f"line {lineno}: malformed `address space limit`")
             continue
         m = SKIP_RE.search(line)
         if m:
@@ -343,6 +369,35 @@ def command_for(spec, minivm, vm_args):
     return cmd
 
 
+def with_limit(cmd, limit_as, redirect=None):
+    """cmd under `ulimit -v` and with stdout/stderr redirected, through a
+    shell (not preexec_fn: the runner has threads)."""
+    if limit_as is None and not redirect:
+        return cmd
+    script = f"ulimit -v {limit_as >> 10} && " if limit_as is not None else ""
+    script += 'exec "$0" "$@"'
+    for stream, fd in (("stdout", 1), ("stderr", 2)):
+        target = (redirect or {}).get(stream)
+        if target == "closed":
+            script += f" {fd}>&-"
+        elif target is not None:
+            script += f" {fd}>{shlex.quote(target)}"
+    return ["/bin/sh", "-c", script] + cmd
+
+
+_LIMIT_PROBES = {}
+_LIMIT_PROBES_LOCK = threading.Lock()
+
+
+def vm_starts_under(minivm, limit_as):
+    """Whether `minivm --version` runs with its address space limited to limit_as."""
+    with _LIMIT_PROBES_LOCK:
+        if limit_as not in _LIMIT_PROBES:
+            code, _, _, _ = run_once(with_limit([minivm, "--version"], limit_as), 60)
+            _LIMIT_PROBES[limit_as] = code == 0
+        return _LIMIT_PROBES[limit_as]
+
+
 def run_once(cmd, timeout):
     try:
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -379,7 +434,10 @@ def run_test(spec, minivm, vm_args, timeout, allow_follow_on=False, forbid_stder
         return "skip", f"SKIP {spec.path}: {spec.skip}"
     if spec.problems:
         return "fail", f"FAIL {spec.path}\n" + "".join(f"  bad test: {p}\n" for p in spec.problems)
-    cmd = command_for(spec, minivm, vm_args)
+    if spec.limit_as is not None and not vm_starts_under(minivm, spec.limit_as):
+        return "skip", (f"SKIP {spec.path}: the VM cannot start with its address space limited to "
+                        f"{spec.limit_as} bytes (a sanitizer build?)")
+    cmd = with_limit(command_for(spec, minivm, vm_args), spec.limit_as, spec.redirect)
     first_stdout = None
     for run in range(spec.runs):
         code, out, err, timed_out = run_once(cmd, timeout)

@@ -183,6 +183,13 @@ CompileResult Compile(std::string_view path, std::string_view source) {
                      return a.line != b.line ? a.line < b.line : a.column < b.column;
                    });
   if (diagnostics.empty()) result.program = std::move(program);
+  if (diagnostics.size() > kMaxReportedErrors) {
+    // A binary file or the wrong language: the first errors say so; another
+    // 17,000 would only bury them.
+    const Diagnostic next = diagnostics[kMaxReportedErrors];
+    diagnostics.resize(kMaxReportedErrors);
+    diagnostics.push_back(Diagnostic{next.line, next.column, "too many errors"});
+  }
   result.errors = std::move(diagnostics);
   return result;
 }

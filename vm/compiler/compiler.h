@@ -3,6 +3,7 @@
 #ifndef MINIVM_VM_COMPILER_COMPILER_H_
 #define MINIVM_VM_COMPILER_COMPILER_H_
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -19,9 +20,14 @@ struct Diagnostic {
   std::string message;
 };
 
+// Errors reported at most (like a C compiler's error limit): after the
+// first kMaxReportedErrors in source order, one more diagnostic "too many
+// errors", at the position of the next one, ends the list.
+inline constexpr size_t kMaxReportedErrors = 20;
+
 struct CompileResult {
   std::unique_ptr<Program> program;  // null when errors is not empty
-  std::vector<Diagnostic> errors;    // in source order
+  std::vector<Diagnostic> errors;    // in source order, bounded (above)
 };
 
 // Compiles a whole program. `path` is recorded in the Program and used in

@@ -127,6 +127,7 @@ bool Args(VMThread* t, Value* result) {
   return true;
 }
 
+// False if the line could not be written (stdout has failed).
 bool Print(VMThread* t, Value* args, int argc) {
   std::string line;
   for (int i = 0; i < argc; ++i) {
@@ -134,9 +135,8 @@ bool Print(VMThread* t, Value* args, int argc) {
     AppendPrintable(args[i], &line);
   }
   line += '\n';
-  t->vm->WriteLine(t, line);
   args[0] = Value::Null();
-  return true;
+  return t->vm->WriteLine(t, line);
 }
 
 bool Rand(VMThread* t, Value* args) {
@@ -167,7 +167,12 @@ Outcome CallBuiltin(VMThread* t, Builtin b, Value* args, int argc) {
   bool ok = true;
   switch (b) {
     case Builtin::k_print:
-      ok = Print(t, args, argc);
+      if (!Print(t, args, argc)) {
+        // Lost output ends the VM like exit(1); the exit names the stream
+        // and the reason (vm/runtime/standard_streams.h).
+        t->exit_code = 1;
+        return Outcome::kExit;
+      }
       break;
     case Builtin::k_array:
       ok = NewArrayLike(t, "array", ArrayKlass(), args);

@@ -15,12 +15,17 @@ const char* ErrorKindName(ErrorKind kind) {
   return "error";
 }
 
-std::string FormatRuntimeError(const RuntimeError& error, const std::vector<StackTraceEntry>& trace,
+std::string FormatRuntimeError(const RuntimeError& error, const ReportedTrace& trace,
                                std::string_view path) {
   std::string out = absl::StrCat("error: ", ErrorKindName(error.kind));
   if (!error.message.empty()) absl::StrAppend(&out, ": ", error.message);
   out += '\n';
-  for (const StackTraceEntry& e : trace) {
+  for (size_t i = 0; i < trace.frames.size(); ++i) {
+    if (trace.omitted != 0 && i == kTraceInnermostFrames) {
+      absl::StrAppend(&out, "  ... ", trace.omitted, trace.omitted == 1 ? " frame" : " frames",
+                      " omitted\n");
+    }
+    const StackTraceEntry& e = trace.frames[i];
     absl::StrAppend(&out, "  at ", e.function, " (", absl::string_view(path.data(), path.size()),
                     ":", e.line, ")\n");
   }

@@ -8,6 +8,8 @@
 #ifndef MINIVM_VM_RUNTIME_ERRORS_H_
 #define MINIVM_VM_RUNTIME_ERRORS_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,9 +48,27 @@ struct StackTraceEntry {
   uint32_t bytecode_offset = 0;  // of the instruction the frame is at
 };
 
+// A reported trace is bounded (docs/language.md, "Errors"): a stack deeper
+// than kTraceInnermostFrames + kTraceOutermostFrames frames shows its
+// innermost kTraceInnermostFrames and outermost kTraceOutermostFrames frames
+// and one line "  ... N frames omitted" between them, as the JVM does for
+// deep traces. So a stack overflow at --stack-depth=1000000 prints 62
+// lines, not a million, and what it shows is where the recursion is (the
+// innermost frames) and how it was entered (the outermost).
+inline constexpr size_t kTraceInnermostFrames = 50;
+inline constexpr size_t kTraceOutermostFrames = 10;
+
+struct ReportedTrace {
+  // Innermost first. With omitted > 0: the innermost kTraceInnermostFrames,
+  // then the outermost kTraceOutermostFrames.
+  std::vector<StackTraceEntry> frames;
+  size_t omitted = 0;  // frames of the stack between those two runs
+};
+
 // "error: <kind>: <message>\n" (or "error: <kind>\n" for an empty message),
-// then "  at fn (path:line)\n" per entry, innermost first.
-std::string FormatRuntimeError(const RuntimeError& error, const std::vector<StackTraceEntry>& trace,
+// then "  at fn (path:line)\n" per frame, innermost first, with
+// "  ... N frames omitted\n" where frames were left out.
+std::string FormatRuntimeError(const RuntimeError& error, const ReportedTrace& trace,
                                std::string_view path);
 
 }  // namespace minivm

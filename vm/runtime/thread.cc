@@ -3,8 +3,9 @@
 #include <pthread.h>
 #include <sys/mman.h>
 
-#include <cstdio>
-#include <cstdlib>
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <sstream>
 
 #include "absl/numeric/int128.h"
@@ -14,12 +15,16 @@
 namespace minivm {
 namespace {
 
-void* ReserveOrDie(size_t bytes, const char* what) {
+// Address space only (MAP_NORESERVE): pages cost memory once touched. Fails
+// when the address space, or `ulimit -v`, has no room left.
+absl::StatusOr<void*> Reserve(size_t bytes, const char* what, const std::string& thread) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
-    std::fprintf(stderr, "minivm: fatal: cannot reserve %zu bytes for a %s\n", bytes, what);
-    std::abort();
+    const int error = errno;
+    return absl::ResourceExhaustedError(absl::StrCat("cannot reserve ", bytes, " bytes for the ",
+                                                     what, " of thread ", thread, ": ",
+                                                     std::strerror(error)));
   }
   return p;
 }
@@ -54,22 +59,38 @@ void VMThread::SetNativeStackLimit() {
   native_stack_limit = reinterpret_cast<uintptr_t>(low) + reserve;
 }
 
-VMThread::VMThread(VM* vm_in, int index_in, std::string name_in, size_t stack_depth, Rng rng_in)
-    : vm(vm_in), index(index_in), name(std::move(name_in)), rng(rng_in) {
+VMThread::VMThread(VM* vm_in, int index_in, std::string name_in, Rng rng_in)
+    : vm(vm_in), index(index_in), name(std::move(name_in)), rng(rng_in) {}
+
+absl::StatusOr<std::unique_ptr<VMThread>> VMThread::Create(VM* vm, int index, std::string name,
+                                                           size_t stack_depth, Rng rng) {
+  auto t = std::unique_ptr<VMThread>(new VMThread(vm, index, std::move(name), rng));
   // Room for the deepest allowed recursion with frames of up to 256 slots
   // (locals plus operand stack); only the touched pages cost memory
   // (MAP_NORESERVE). Wider frames that recurse that deep hit `stack
-  // overflow` at a frame entry.
-  size_t slots = std::max(kMinValueStackSlots, stack_depth * kTypicalFrameSlots);
-  slots = std::min(slots, kMaxValueStackSlots);
-  stack_bytes = slots * sizeof(gc::Value);
-  stack_begin = static_cast<gc::Value*>(ReserveOrDie(stack_bytes, "value stack"));
-  stack_end = stack_begin + slots;
-  sp = stack_begin;
-  frames_bytes = std::max<size_t>(stack_depth, 1) * sizeof(Frame);
-  frames_begin = static_cast<Frame*>(ReserveOrDie(frames_bytes, "frame stack"));
-  frames_end = frames_begin + std::max<size_t>(stack_depth, 1);
-  fp = frames_begin - 1;
+  // overflow` at a frame entry. Saturating: a depth near SIZE_MAX must not
+  // wrap to a small stack.
+  const size_t depth = std::max<size_t>(stack_depth, 1);
+  size_t slots = depth > kMaxValueStackSlots / kTypicalFrameSlots ? kMaxValueStackSlots
+                                                                  : depth * kTypicalFrameSlots;
+  slots = std::clamp(slots, kMinValueStackSlots, kMaxValueStackSlots);
+  if (depth > SIZE_MAX / sizeof(Frame)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot reserve a frame stack of ", depth, " frames for thread ", t->name));
+  }
+  absl::StatusOr<void*> stack = Reserve(slots * sizeof(gc::Value), "value stack", t->name);
+  if (!stack.ok()) return stack.status();
+  t->stack_bytes = slots * sizeof(gc::Value);  // ~VMThread unmaps what is recorded
+  t->stack_begin = static_cast<gc::Value*>(*stack);
+  t->stack_end = t->stack_begin + slots;
+  t->sp = t->stack_begin;
+  absl::StatusOr<void*> frames = Reserve(depth * sizeof(Frame), "frame stack", t->name);
+  if (!frames.ok()) return frames.status();
+  t->frames_bytes = depth * sizeof(Frame);
+  t->frames_begin = static_cast<Frame*>(*frames);
+  t->frames_end = t->frames_begin + depth;
+  t->fp = t->frames_begin - 1;
+  return t;
 }
 
 VMThread::~VMThread() { ReleaseStacks(); }
@@ -107,16 +128,28 @@ gc::Object* VMThread::AllocateArray(const Klass* klass, uint64_t length) {
   return Allocate(klass, static_cast<size_t>(size), length);
 }
 
-std::vector<StackTraceEntry> VMThread::StackTrace(const Program& program) const {
-  std::vector<StackTraceEntry> trace;
+ReportedTrace VMThread::StackTrace(const Program& program) const {
+  ReportedTrace trace;
   if (frames_begin == nullptr) return trace;  // finished
-  for (const Frame* f = fp; f >= frames_begin; --f) {
+  auto entry = [&program](const Frame* f) {
     StackTraceEntry e;
     const Function* fn = f->fn;
     e.function = fn->index == program.init_function ? "<globals>" : fn->name;
     e.bytecode_offset = static_cast<uint32_t>(f->pc - fn->code.data());
     e.line = fn->lines.LineFor(e.bytecode_offset);
-    trace.push_back(std::move(e));
+    return e;
+  };
+  // Only the frames shown are looked at: a million-frame overflow costs
+  // what a 60-frame one does.
+  const size_t depth = static_cast<size_t>(fp - frames_begin + 1);
+  const bool elide = depth > kTraceInnermostFrames + kTraceOutermostFrames;
+  const size_t inner = elide ? kTraceInnermostFrames : depth;
+  for (size_t i = 0; i < inner; ++i) trace.frames.push_back(entry(fp - i));
+  if (elide) {
+    trace.omitted = depth - kTraceInnermostFrames - kTraceOutermostFrames;
+    for (size_t i = kTraceOutermostFrames; i > 0; --i) {
+      trace.frames.push_back(entry(frames_begin + i - 1));
+    }
   }
   return trace;
 }

@@ -28,11 +28,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "gc/heap.h"
 #include "gc/mutator.h"
 #include "gc/object.h"
@@ -93,9 +95,18 @@ struct VMThread {
   const Function* start_function = nullptr;
   gc::Value result;
   std::thread os_thread;
+  // The thread this one is waiting for in join(), or null: the edges of the
+  // wait-for graph that VM::Join checks for a cycle before it waits.
+  VMThread* joining = nullptr;
 
-  // Reserves the stacks; CHECK-fails if the address space is exhausted.
-  VMThread(VM* vm, int index, std::string name, size_t stack_depth, Rng rng);
+  // A thread with its stacks reserved for `stack_depth` frames, or
+  // ResourceExhausted (one line naming the thread and the stack) when the
+  // address space, or `ulimit -v`, has no room for them: the VM reports that
+  // as an error (at start, exit 1; at spawn, a runtime error), never aborts.
+  static absl::StatusOr<std::unique_ptr<VMThread>> Create(VM* vm, int index, std::string name,
+                                                          size_t stack_depth, Rng rng);
+  // Without stacks (Create reserves them); ReleaseStacks is then a no-op.
+  VMThread(VM* vm, int index, std::string name, Rng rng);
   ~VMThread();
   VMThread(const VMThread&) = delete;
   VMThread& operator=(const VMThread&) = delete;
@@ -128,9 +139,11 @@ struct VMThread {
   // and join many threads; only their results must survive).
   void ReleaseStacks();
 
-  // The trace of this thread's frames, innermost first. Safe to call on the
-  // thread itself, or on a thread stopped at a safepoint.
-  std::vector<StackTraceEntry> StackTrace(const Program& program) const;
+  // The trace of this thread's frames as an error reports it, innermost
+  // first, bounded (errors.h: deep stacks keep their innermost and
+  // outermost frames). Safe to call on the thread itself, or on a thread
+  // stopped at a safepoint.
+  ReportedTrace StackTrace(const Program& program) const;
   // The value stack's slot capacity.
   size_t stack_slots() const { return static_cast<size_t>(stack_end - stack_begin); }
 

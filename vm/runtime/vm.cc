@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <system_error>
 #include <utility>
 
@@ -9,6 +10,7 @@
 #include "vm/runtime/builtin_classes.h"
 #include "vm/runtime/errors.h"
 #include "vm/runtime/interpreter.h"
+#include "vm/runtime/standard_streams.h"
 #include "vm/runtime/strings.h"
 
 namespace minivm {
@@ -35,12 +37,13 @@ absl::StatusOr<std::unique_ptr<VM>> VM::Create(std::unique_ptr<Program> program,
   absl::StatusOr<std::unique_ptr<gc::Heap>> heap = gc::Heap::Create(vm->options_.heap, vm.get());
   if (!heap.ok()) return heap.status();
   vm->heap_ = *std::move(heap);
-  auto main = std::make_unique<VMThread>(vm.get(), 0, "main", vm->options_.stack_depth,
-                                         Rng(vm->options_.seed, 0));
-  vm->main_thread_ = main.get();
+  absl::StatusOr<std::unique_ptr<VMThread>> main =
+      VMThread::Create(vm.get(), 0, "main", vm->options_.stack_depth, Rng(vm->options_.seed, 0));
+  if (!main.ok()) return main.status();
+  vm->main_thread_ = main->get();
   std::lock_guard<std::mutex> lock(vm->threads_mu_);
-  vm->thread_set_.insert(main.get());
-  vm->threads_.push_back(std::move(main));
+  vm->thread_set_.insert(main->get());
+  vm->threads_.push_back(*std::move(main));
   return vm;
 }
 
@@ -170,11 +173,9 @@ void VM::Shutdown(int code) {
 }
 
 void VM::ExitProcessLocked(int code) {
-  std::fflush(options_.out);
-  std::fflush(options_.err);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  _exit(code);
+  // Output lost at any time in the run (to a full disk, a closed stdout)
+  // fails the run here (vm/runtime/standard_streams.h).
+  _exit(FinishStandardStreams(options_.out, options_.err, code, out_errno_));
 }
 
 void VM::ReportError(VMThread* t) {
@@ -211,12 +212,17 @@ void VM::RequestExit(VMThread* t, int code) {
   exit_code_.compare_exchange_strong(expected, code);
 }
 
-void VM::WriteLine(VMThread* t, std::string_view line) {
+bool VM::WriteLine(VMThread* t, std::string_view line) {
   // Blocked: a thread waiting for the lock or for a full pipe must not hold
   // up a safepoint. `line` is C++ memory, not heap memory.
   gc::BlockedScope blocked(&t->mutator);
   std::lock_guard<std::mutex> lock(output_mu_);
-  std::fwrite(line.data(), 1, line.size(), options_.out);
+  errno = 0;
+  const size_t written = std::fwrite(line.data(), 1, line.size(), options_.out);
+  if (written == line.size() && std::ferror(options_.out) == 0) return true;
+  // The first failure's reason: a flush at exit may no longer know it.
+  if (out_errno_ == 0) out_errno_ = errno != 0 ? errno : EIO;
+  return false;
 }
 
 VMThread* VM::FindThread(const void* handle, bool* alive) const {
@@ -275,9 +281,17 @@ bool VM::Spawn(VMThread* t, const Function* fn, gc::Value* args, int argc, gc::V
     // table (a root) holds them.
     std::lock_guard<std::mutex> lock(threads_mu_);
     index = static_cast<int>(threads_.size());
-    auto owned = std::make_unique<VMThread>(this, index, absl::StrCat("thread-", index),
-                                            options_.stack_depth,
-                                            Rng(options_.seed, static_cast<uint64_t>(index)));
+    absl::StatusOr<std::unique_ptr<VMThread>> created =
+        VMThread::Create(this, index, absl::StrCat("thread-", index), options_.stack_depth,
+                         Rng(options_.seed, static_cast<uint64_t>(index)));
+    if (!created.ok()) {
+      // The same runtime error as a failed pthread_create below: the program
+      // asked for more threads than the address space holds.
+      t->Raise(ErrorKind::kValueError,
+               absl::StrCat("cannot start a thread: ", created.status().message()));
+      return false;
+    }
+    std::unique_ptr<VMThread> owned = *std::move(created);
     owned->parent = t;
     owned->start_function = fn;
     owned->start_args.assign(args, args + argc);
@@ -362,10 +376,34 @@ bool VM::Join(VMThread* t, gc::Value* slot) {
     t->Raise(ErrorKind::kValueError, "a thread cannot join itself");
     return false;
   }
+  std::string cycle;
   {
     gc::BlockedScope blocked(&t->mutator);
     std::unique_lock<std::mutex> lock(threads_mu_);
-    thread_finished_.wait(lock, [target] { return target->state == ThreadState::kFinished; });
+    // A join that would close a cycle of joins would wait forever: it is an
+    // error on this thread instead (which ends the VM). Checked and recorded
+    // under the lock, so of two threads joining each other, the second
+    // sees the first's edge. A cycle through a finished thread is no cycle:
+    // it will never wait again.
+    for (const VMThread* u = target; u != nullptr && u->state != ThreadState::kFinished;
+         u = u->joining) {
+      if (u->joining == t) {
+        cycle = absl::StrCat(t->name, " joins ", target->name);
+        for (const VMThread* v = target; v != t; v = v->joining) {
+          absl::StrAppend(&cycle, ", which is joining ", v->joining->name);
+        }
+        break;
+      }
+    }
+    if (cycle.empty()) {
+      t->joining = target;
+      thread_finished_.wait(lock, [target] { return target->state == ThreadState::kFinished; });
+      t->joining = nullptr;
+    }
+  }
+  if (!cycle.empty()) {
+    t->Raise(ErrorKind::kValueError, absl::StrCat("join: deadlock: ", cycle));
+    return false;
   }
   // Read the result only after leaving the blocked state: it is a reference
   // a collection may have moved while we waited.

@@ -102,8 +102,10 @@ class VM final : public gc::VmInterface {
   bool Join(VMThread* t, gc::Value* slot);
 
   // Writes one whole line to stdout under the output lock (lines from
-  // different threads never interleave).
-  void WriteLine(VMThread* t, std::string_view line);
+  // different threads never interleave). False if the stream has failed
+  // (a full disk, a closed stdout): the caller ends the VM with exit code 1,
+  // and the exit reports why (vm/runtime/standard_streams.h).
+  bool WriteLine(VMThread* t, std::string_view line);
 
   // A thread's interpreter returned kError: prints the error and trace once
   // per VM. With exit_process it does not return (the first reporter ends
@@ -186,6 +188,7 @@ class VM final : public gc::VmInterface {
   VMThread* main_thread_ = nullptr;
 
   std::mutex output_mu_;  // held while writing to out/err and while exiting
+  int out_errno_ = 0;     // guarded by output_mu_: the first failed print's errno
   std::atomic<bool> error_reported_{false};
   std::atomic<int> exit_code_{0};  // without exit_process: what Run returns
 };

@@ -580,5 +580,28 @@ TEST(CompilerTest, NeverCrashesOnJunk) {
   }
 }
 
+TEST(CompilerTest, ErrorsStopAfterTheLimitWithTooManyErrors) {
+  // Like a binary file: every other byte an error.
+  std::string source = "fn main() { }\n";
+  for (int i = 0; i < 1000; ++i) source += "@ $\n";
+  CompileResult r = Compile("t.mv", source);
+  EXPECT_EQ(r.program, nullptr);
+  ASSERT_EQ(r.errors.size(), kMaxReportedErrors + 1);
+  EXPECT_EQ(r.errors[0].line, 2);
+  EXPECT_EQ(r.errors.back().message, "too many errors");
+  // At the position of the first error left out: two per line from line
+  // 2, so the 21st is line 12's '@'.
+  EXPECT_EQ(r.errors.back().line, 12);
+  EXPECT_EQ(r.errors.back().column, 1);
+}
+
+TEST(CompilerTest, ExactlyTheLimitIsReportedInFull) {
+  std::string source = "fn main() { }\n";
+  for (size_t i = 0; i < kMaxReportedErrors; ++i) source += "@\n";
+  CompileResult r = Compile("t.mv", source);
+  ASSERT_EQ(r.errors.size(), kMaxReportedErrors);
+  EXPECT_NE(r.errors.back().message, "too many errors");
+}
+
 }  // namespace
 }  // namespace minivm

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "tests/unit/vm/program_builder.h"
 
@@ -130,6 +131,25 @@ TEST(InterpreterTest, StackDepthLimitRaisesStackOverflow) {
   for (char c : r.err) lines += c == '\n';
   EXPECT_EQ(lines, 51u);
   EXPECT_NE(r.err.find("  at down (test.mv:6)\n  at main (test.mv:9)\n"), std::string::npos);
+}
+
+TEST(InterpreterTest, DeepStackOverflowTraceKeepsInnermostAndOutermostFrames) {
+  ProgramBuilder pb;
+  const uint32_t down = AddDown(pb);
+  Asm m(9);
+  m.Int(1000000).Call(down, 1).Op(Opcode::POP).Null().Ret();
+  VmOptions options;
+  options.stack_depth = 100000;
+  RunResult r = RunMain(pb, m, 0, 8, options);
+  EXPECT_EQ(r.exit_code, 1);
+  // The error, 50 innermost frames, the omission, 10 outermost (main last).
+  std::vector<std::string> lines = absl::StrSplit(r.err, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 1 + kTraceInnermostFrames + 1 + kTraceOutermostFrames) << lines[0];
+  EXPECT_EQ(lines[0], "error: stack overflow: more than 100000 calls deep");
+  for (size_t i = 1; i <= kTraceInnermostFrames; ++i) EXPECT_EQ(lines[i], "  at down (test.mv:6)");
+  EXPECT_EQ(lines[1 + kTraceInnermostFrames], "  ... 99940 frames omitted");
+  EXPECT_EQ(lines[lines.size() - 2], "  at down (test.mv:6)");
+  EXPECT_EQ(lines.back(), "  at main (test.mv:9)");
 }
 
 TEST(InterpreterTest, DeepRecursionDoesNotUseTheNativeStack) {

@@ -2,8 +2,11 @@
 #include "vm/runtime/thread.h"
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/vm/program_builder.h"
 
@@ -17,12 +20,44 @@ using testing::RunResult;
 
 TEST(ThreadTest, MutatorIsAtOffsetZero) {
   static_assert(offsetof(VMThread, mutator) == 0);
-  VMThread t(nullptr, 3, "thread-3", 100, Rng(0, 3));
+  absl::StatusOr<std::unique_ptr<VMThread>> created =
+      VMThread::Create(nullptr, 3, "thread-3", 100, Rng(0, 3));
+  ASSERT_TRUE(created.ok()) << created.status();
+  VMThread& t = **created;
   EXPECT_EQ(VMThread::FromMutator(&t.mutator), &t);
   EXPECT_EQ(t.sp, t.stack_begin);
   EXPECT_GE(t.stack_slots(), kMinValueStackSlots);
   EXPECT_EQ(t.frames_end - t.frames_begin, 100);
   EXPECT_EQ(t.depth(), 0);
+}
+
+TEST(ThreadTest, StacksTheAddressSpaceCannotHoldAreAnErrorNotAnAbort) {
+  // 2^44 frames of 24 bytes: more than the 128 TB a process can map.
+  absl::StatusOr<std::unique_ptr<VMThread>> t =
+      VMThread::Create(nullptr, 2, "thread-2", size_t{1} << 44, Rng(0, 2));
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(t.status().message()),
+              ::testing::HasSubstr("bytes for the frame stack of thread thread-2"));
+  // A depth whose byte size does not fit in size_t at all.
+  t = VMThread::Create(nullptr, 2, "thread-2", SIZE_MAX / 2, Rng(0, 2));
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(ThreadTest, VmWhoseMainStacksCannotBeReservedIsNotCreated) {
+  ProgramBuilder pb;
+  Asm m;
+  m.Null().Ret();
+  pb.SetMain(pb.AddFunction("main", 0, 0, 1, m));
+  VmOptions options;
+  options.heap.max_heap_bytes = size_t{8} << 20;
+  options.exit_process = false;
+  options.stack_depth = size_t{1} << 44;
+  absl::StatusOr<std::unique_ptr<VM>> vm = VM::Create(pb.Build(), options);
+  ASSERT_FALSE(vm.ok());
+  EXPECT_EQ(vm.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(vm.status().message()), ::testing::HasSubstr("of thread main"));
 }
 
 // worker(x): print(thread_name(), x); return x * 2
