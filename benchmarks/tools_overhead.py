@@ -7,7 +7,7 @@ For each program in benchmarks/programs/*.mv and each configuration:
   off-again   no agent (a second, interleaved sample: the noise floor)
   heapprof    -agentlib:heapprof (512 KiB, the VM's default interval; writes
               its pprof file and summary at exit)
-  leakcheck   -agentlib:leakcheck (64 KiB)
+  leakcheck   -agentlib:leakcheck (32 KiB, and its forced full collections)
   lifetimes   -agentlib:lifetimes (256 KiB, report only, no trace file)
   all-three   the three together (one sampler, three environments)
 runs every configuration ROUNDS times, interleaved round by round so that

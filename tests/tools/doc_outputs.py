@@ -6,6 +6,7 @@ this script runs the command behind every NAME (shown as the block's first
 line, `$ ...`) and prints the blocks, or with --write replaces them in place.
 
   tests/tools/doc_outputs.py --minivm build/bin/minivm [--agents-dir build/bin] [--write]
+      [--only NAME]...   (only these blocks, e.g. --only LIFETIMES)
 
 With --fake-vm PATH the commands run on the tests' stand-in VM instead
 (tools_fake_vm: --workload=leak for leaky_cache, steady for steady.mv, mixed
@@ -38,6 +39,8 @@ def main():
     ap.add_argument("--fake-vm")
     ap.add_argument("--overhead", help="a file with tools_overhead.py's output")
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--only", action="append",
+                    help="regenerate only these blocks (e.g. LEAKCHECK-CACHE); repeatable")
     a = ap.parse_args()
     agents = os.path.abspath(a.agents_dir or os.path.dirname(a.minivm or a.fake_vm))
     work = tempfile.mkdtemp(prefix="tools_doc_")
@@ -88,18 +91,21 @@ def main():
     out["COLLAPSED"] = (note + f"$ minivm {shown('heapprof', opts)}"
                         " leaky_cache.mv\n$ sort -t' ' -k2 -nr heap.folded | head -6\n" +
                         sh("sort -t' ' -k2 -nr heap.folded | head -6", work))
-    out["LEAKCHECK-CACHE"] = (note + f"$ minivm {small} -agentlib:leakcheck leaky_cache.mv\n" +
-                              sh(vm(ag("leakcheck"), "leaky_cache.mv", small) + " 2>&1 >/dev/null",
+    # leakcheck and lifetimes: the default invocation (leakcheck forces the
+    # full collections it needs).
+    out["LEAKCHECK-CACHE"] = (note + "$ minivm -agentlib:leakcheck leaky_cache.mv\n" +
+                              sh(vm(ag("leakcheck"), "leaky_cache.mv") + " 2>&1 >/dev/null",
                                  work))
     note_s = "(tests/tools fake VM, --workload=steady)\n" if fake else ""
-    out["LEAKCHECK-STEADY"] = (note_s + f"$ minivm {small} -agentlib:leakcheck steady.mv\n" +
-                               sh(vm(ag("leakcheck"), "steady.mv", small) + " 2>&1 >/dev/null",
-                                  work))
+    out["LEAKCHECK-STEADY"] = (note_s + "$ minivm -agentlib:leakcheck steady.mv\n" +
+                               sh(vm(ag("leakcheck"), "steady.mv") + " 2>&1 >/dev/null", work))
     note_m = "(tests/tools fake VM, --workload=mixed)\n" if fake else ""
-    out["LIFETIMES"] = (note_m + f"$ minivm {small} -agentlib:lifetimes=trace=trace.jsonl "
-                        "binary_trees.mv 16\n" +
-                        sh(vm(ag("lifetimes", "trace=trace.jsonl"), "binary_trees.mv 16", small) +
-                           " 2>&1 >/dev/null", work))
+    out["LIFETIMES"] = (note_m + "$ minivm -agentlib:lifetimes binary_trees.mv 16\n" +
+                        sh(vm(ag("lifetimes"), "binary_trees.mv 16") + " 2>&1 >/dev/null", work))
+    out["LIFETIMES-YOUNG"] = (note_m + f"$ minivm {small} -agentlib:lifetimes=trace=trace.jsonl "
+                              "binary_trees.mv 16\n" +
+                              sh(vm(ag("lifetimes", "trace=trace.jsonl"), "binary_trees.mv 16",
+                                    small) + " 2>&1 >/dev/null", work))
     trace = open(os.path.join(work, "trace.jsonl")).read().splitlines()
     pick = trace[:2]
     for ev in ('"promote"', '"free"'):
@@ -112,7 +118,7 @@ def main():
 
     def repl(m):
         k = m.group(1)
-        if k not in out:
+        if k not in out or (a.only and k not in a.only):
             return m.group(0)
         return f"<!-- output: {k} -->\n```\n{out[k].rstrip()}\n```"
     doc = re.sub(r"<!-- output: ([A-Z-]+) -->\n```\n.*?\n```", repl, doc, flags=re.S)
@@ -121,6 +127,8 @@ def main():
         print(f"updated {DOC} ({len(out)} blocks); work dir {work}")
     else:
         for k, v in out.items():
+            if a.only and k not in a.only:
+                continue
             print(f"== {k}\n{v}\n")
     return 0
 

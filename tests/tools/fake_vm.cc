@@ -14,7 +14,12 @@
 //   leak.mv:31","class":"Entry","bytes":..,"objects":..,"live_bytes":..}
 //
 //   fake_vm [--workload steady|leak|mixed] [--scale N] [--seed S]
-//           [--young BYTES] [--spin SECONDS] -agentpath:LIB[=OPTS]...
+//           [--young BYTES] [--spin SECONDS] [--gc-ns N] [--awkward-names]
+//           -agentpath:LIB[=OPTS]...
+//
+// Its clock (GetTime) is virtual, so that agents' time-based decisions
+// (leakcheck's pacer) are deterministic: 1 ns per byte allocated (a program
+// allocating 1 GB/s) plus --gc-ns (default 0) per collection.
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -138,6 +143,13 @@ char* Dup(const std::string& s) {
   return p;
 }
 
+// --awkward-names: every name the VM reports (class, function, source file,
+// thread) ends with bytes that a writer of JSON must escape or replace: a
+// quote, a backslash, control characters, and bytes that are not UTF-8 (a
+// lone 0xff, a truncated two-byte sequence).
+std::string g_name_suffix;
+char* DupName(const std::string& s) { return Dup(s + g_name_suffix); }
+
 #define LIVE_ONLY() \
   if (g_vm.phase != VMTI_PHASE_LIVE || g_vm.in_gc) return VMTI_ERROR_WRONG_PHASE
 
@@ -244,7 +256,7 @@ vmtiError GetThreadInfo(vmtiEnv*, vmtiThread t, vmtiThreadInfo* info) {
   LIVE_ONLY();
   FakeThread* ft = ThreadOf(t);
   if (!ft) return VMTI_ERROR_INVALID_THREAD;
-  info->name = Dup(ft->name);
+  info->name = DupName(ft->name);
   info->id = ft->id;
   return VMTI_ERROR_NONE;
 }
@@ -283,7 +295,7 @@ vmtiError GetMethodName(vmtiEnv*, vmtiMethodID m, char** name, char** sig, char*
   LIVE_ONLY();
   const Method* x = MethodOf(m);
   if (!x) return VMTI_ERROR_INVALID_METHODID;
-  if (name) *name = Dup(x->name);
+  if (name) *name = DupName(x->name);
   if (sig) *sig = Dup("(0)");
   if (gen) *gen = nullptr;
   return VMTI_ERROR_NONE;
@@ -298,7 +310,7 @@ vmtiError GetMethodSourceFile(vmtiEnv*, vmtiMethodID m, char** file) {
   LIVE_ONLY();
   const Method* x = MethodOf(m);
   if (!x) return VMTI_ERROR_INVALID_METHODID;
-  *file = Dup(x->file);
+  *file = DupName(x->file);
   return VMTI_ERROR_NONE;
 }
 int64_t ObjectId(vmtiObject o) { return reinterpret_cast<intptr_t>(o); }
@@ -317,7 +329,7 @@ vmtiError GetClassSignature(vmtiEnv*, vmtiClass k, char** sig, char** gen) {
   LIVE_ONLY();
   for (const char* c : kClasses) {
     if (reinterpret_cast<vmtiClass>(const_cast<char*>(c)) == k) {
-      if (sig) *sig = Dup(c);
+      if (sig) *sig = DupName(c);
       if (gen) *gen = nullptr;
       return VMTI_ERROR_NONE;
     }
@@ -378,10 +390,12 @@ vmtiError ForceGarbageCollection(vmtiEnv*) {
   Collect();
   return VMTI_ERROR_NONE;
 }
+// The virtual clock (see the top of this file).
+std::atomic<int64_t> g_clock_ns{0};
+int64_t g_gc_ns = 0;
 vmtiError GetTime(vmtiEnv*, vmtiLong* n) {
-  *n = std::chrono::duration_cast<std::chrono::nanoseconds>(
-           std::chrono::steady_clock::now().time_since_epoch())
-           .count();
+  if (!n) return VMTI_ERROR_NULL_POINTER;
+  *n = g_clock_ns.load();
   return VMTI_ERROR_NONE;
 }
 
@@ -476,6 +490,7 @@ std::vector<SiteTruth> g_truth;
 
 void Allocate1(FakeThread* t, int site, int64_t size) {
   const SiteSpec& spec = g_vm.sites[site];
+  g_clock_ns += size;
   g_truth[site].bytes += size;
   g_truth[site].objects += 1;
   if (spec.lifetime < 0) g_truth[site].live_bytes += size;
@@ -524,6 +539,7 @@ void Allocate1(FakeThread* t, int site, int64_t size) {
 }
 
 void Collect() {
+  g_clock_ns += g_gc_ns;
   g_vm.in_gc = true;
   for (Env* e : g_vm.envs)
     if (e->global[VMTI_EVENT_GARBAGE_COLLECTION_START] && e->cb.GarbageCollectionStart)
@@ -582,6 +598,10 @@ int main(int argc, char** argv) {
       young = std::atoll(val("--young=").c_str());
     else if (val("--spin=") != "\x01")
       spin = std::atof(val("--spin=").c_str());
+    else if (val("--gc-ns=") != "\x01")
+      g_gc_ns = std::atoll(val("--gc-ns=").c_str());
+    else if (a == "--awkward-names")
+      g_name_suffix = "\"q\\b\x01\n\t\x7f\xff\xc3(";
     else if (val("-agentpath:") != "\x01") {
       std::string s = val("-agentpath:");
       size_t eq = s.find('=');

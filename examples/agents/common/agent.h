@@ -54,8 +54,10 @@ vmtiEnv* NewEnvironment(vmtiVM* vm, const char* agent);
 struct Setup {
   vmtiCapabilities capabilities{};
   vmtiEventCallbacks callbacks{};
-  std::vector<vmtiEvent> events;            // enabled for every thread
-  int64_t interval = -1;                    // SetHeapSamplingInterval unless < 0
+  // Enabled for every thread. A vector, not an initializer_list, so that
+  // `setup.events = {...};` does not leave it pointing at a dead array.
+  std::vector<vmtiEvent> events;
+  int64_t interval = -1;  // SetHeapSamplingInterval unless < 0
 };
 
 // Stores `instance` in env's local storage, then adds the capabilities, sets

@@ -1,6 +1,8 @@
 #include "output.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,10 +43,39 @@ bool ResolveLinks(const std::string& path, std::string* out) {
   return false;
 }
 
-bool WriteAll(int fd, const std::string& data) {
+// write(2) with SIGPIPE blocked on the calling thread: a pipe or FIFO
+// whose reader has gone gives EPIPE, an error like any other, instead of
+// killing the program being profiled. The SIGPIPE the kernel then queues
+// for this thread (also after a partial write, which returns a count) is
+// consumed, unless one was already pending before.
+ssize_t WriteNoSigpipe(int fd, const char* data, size_t size) {
+  sigset_t pipe_set, old_set, pending;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  sigemptyset(&pending);
+  sigpending(&pending);
+  const bool was_pending = sigismember(&pending, SIGPIPE) == 1;
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
+  const ssize_t n = write(fd, data, size);
+  const int err = errno;
+  if (!was_pending) {
+    sigemptyset(&pending);
+    sigpending(&pending);
+    if (sigismember(&pending, SIGPIPE) == 1) {
+      const struct timespec zero = {0, 0};
+      while (sigtimedwait(&pipe_set, nullptr, &zero) < 0 && errno == EINTR) {
+      }
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
+  errno = err;
+  return n;
+}
+
+bool WriteAll(int fd, std::string_view data, int64_t* written = nullptr) {
   size_t done = 0;
   while (done < data.size()) {
-    const ssize_t n = write(fd, data.data() + done, data.size() - done);
+    const ssize_t n = WriteNoSigpipe(fd, data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return false;
     if (n == 0) {
@@ -52,6 +83,7 @@ bool WriteAll(int fd, const std::string& data) {
       return false;
     }
     done += static_cast<size_t>(n);
+    if (written != nullptr) *written += n;
   }
   return true;
 }
@@ -142,6 +174,50 @@ bool WriteOutput(const std::string& path, const std::string& data, std::string* 
     return fail(err);
   }
   return true;
+}
+
+OutputStream::~OutputStream() {
+  if (fd_ >= 0) close(fd_);
+}
+
+bool OutputStream::Open(const std::string& path, std::string* error) {
+  std::string why;
+  if (!CheckOutputPath(path, &why)) {
+    *error = "cannot write " + path + ": " + why;
+    return false;
+  }
+  // open(2) follows a symlink; O_TRUNC empties a regular file in place and
+  // is ignored by devices and FIFOs.
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0666);
+  if (fd < 0) {
+    *error = "cannot write " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  path_ = path;
+  fd_ = fd;
+  return true;
+}
+
+void OutputStream::Write(std::string_view data) {
+  if (fd_ < 0 || error_ != 0) return;
+  buffer_.append(data.data(), data.size());
+  if (buffer_.size() >= (64u << 10)) Flush();
+}
+
+void OutputStream::Flush() {
+  if (error_ == 0 && !buffer_.empty() && !WriteAll(fd_, buffer_, &written_)) error_ = errno;
+  buffer_.clear();
+}
+
+bool OutputStream::Close(std::string* error) {
+  if (fd_ < 0) return true;
+  Flush();
+  if (close(fd_) != 0 && error_ == 0) error_ = errno;
+  fd_ = -1;
+  if (error_ == 0) return true;
+  *error = "cannot write " + path_ + ": " + std::strerror(error_) + " (after " +
+           std::to_string(written_) + " bytes)";
+  return false;
 }
 
 std::string HumanBytes(double bytes) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace agent {
 
@@ -29,6 +30,43 @@ bool CheckOutputPath(const std::string& path, std::string* error);
 // "cannot write PATH: <reason>" and nothing at PATH was changed (a device
 // or FIFO may have received part of the data).
 bool WriteOutput(const std::string& path, const std::string& data, std::string* error);
+
+// A stream output (an event trace, written as events arrive): opened in
+// place when the agent loads, so that the program never starts with an
+// output that cannot be opened, and never replaced (a regular file is
+// truncated, a symlink followed, a device or FIFO written as it is).
+// Writes are buffered; the first write error is kept, later writes are
+// dropped, and Close() reports it, so a trace that was cut short is never
+// passed off as complete. A write to a pipe whose reader has gone fails
+// with EPIPE instead of raising SIGPIPE in the program's process.
+// Not thread-safe: the owner serialises calls.
+class OutputStream {
+ public:
+  OutputStream() = default;
+  OutputStream(const OutputStream&) = delete;
+  OutputStream& operator=(const OutputStream&) = delete;
+  ~OutputStream();
+
+  // CheckOutputPath, then opens `path`. On failure *error is
+  // "cannot write PATH: <reason>".
+  bool Open(const std::string& path, std::string* error);
+  bool is_open() const { return fd_ >= 0; }
+  void Write(std::string_view data);
+  // Flushes and closes. False, with *error = "cannot write PATH: <reason>
+  // (after N bytes)", if any write (or the close) failed.
+  bool Close(std::string* error);
+  // Bytes the kernel accepted.
+  int64_t written() const { return written_; }
+
+ private:
+  void Flush();
+
+  std::string path_;
+  int fd_ = -1;
+  int error_ = 0;  // the first errno of a failed write; 0 if none
+  int64_t written_ = 0;
+  std::string buffer_;
+};
 
 // "12.3 MiB", "512 B".
 std::string HumanBytes(double bytes);

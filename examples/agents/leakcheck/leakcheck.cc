@@ -1,66 +1,95 @@
 /*
- * leakcheck: finds allocation sites whose live bytes keep growing.
+ * leakcheck: finds allocation sites whose objects accumulate (leak).
  *
  *   minivm -agentlib:leakcheck prog.mv
- *   minivm -agentlib:leakcheck=every=50,interval=64k prog.mv
+ *   minivm -agentlib:leakcheck=every=50,interval=16k prog.mv
  *
  * Options:
- *   interval=BYTES     sampling interval (default 64k: leaks show per site, so
- *                      each site needs samples; about 0.8 us each)
+ *   interval=BYTES     sampling interval (default 32k: a leak is judged per
+ *                      site, so each site needs samples; about 0.8 us each)
  *   every=N            also report every N collections (default 0: at exit only)
- *   confidence=P       one-sided confidence of the growth bounds (default 0.9999)
+ *   confidence=P       1 - the bound on the chance that a report names any
+ *                      site that does not leak (default 0.9999)
  *   depth=N            frames kept per site for the report (default 8)
- *   gc_every=BYTES     force a full collection every BYTES allocated (estimated
- *                      from the samples; default 0: never). Liveness is only
- *                      known at collections: with a large young generation a
- *                      short program may have too few of them to judge.
- *   file=PATH          write reports there instead of stderr
+ *   gc_every=auto|BYTES
+ *                      when to force a full collection: on the schedule below
+ *                      (auto, the default), or when BYTES were allocated
+ *                      since the last one the agent forced
+ *   file=PATH          write the report there instead of stderr (checked at
+ *                      load; each report replaces the file's content)
  *
- * Design:
- *  1. Every sample is tagged with a record id and counted live at its site
- *     (innermost frame + class) until ObjectFree; live bytes per site are
- *     Horvitz-Thompson sums over live samples (docs/sampling.md).
- *  2. GarbageCollectionFinish only bumps a counter (raw bookkeeping, as the
- *     API requires). The next SampledObjectAlloc callback, which runs after
- *     the collection's ObjectFree events were delivered, takes a snapshot of
- *     every site's live bytes and live sample count, labelled with the
- *     collection number and the estimated bytes allocated so far.
- *  3. Snapshots are thinned so that memory stays bounded: at most 128 per
- *     site; when full, every other one is dropped and the stride between
- *     snapshots doubles. The analysis window is the recent half of the run
- *     (at least 8 snapshots).
- *  4. A site is reported only if both lower bounds are > 0 at the stated
- *     one-sided confidence (z from `confidence`):
- *       a. the OLS slope of live bytes vs collection number minus z times
- *          its standard error (from the regression's residuals), and
- *       b. a Poisson bound on the growth of its live sample count over the
- *          window, D = live_end - live_start = S - K, where S counts samples
- *          born in the window and still live, and K samples live at the
- *          start that died since. In steady state S and K are independent
- *          Poisson counts (thinnings of disjoint sets of objects) of equal
- *          mean, so D has mean 0 and variance E[S] + E[K], estimated by
- *          S + K = 2S - D; the bound is D - z * sqrt(2S - D). It guards (a)
- *          against the autocorrelation of live-byte series, which makes OLS
- *          standard errors too small.
- *     Rejected: a test on bytes alone (one large sample dominates); the
- *     difference of two snapshot counts with variance live_start + live_end
- *     (far too conservative: a leak's old objects are in both); a fixed
- *     growth threshold (not a statement of confidence).
+ * Design (docs/tools.md, "leakcheck", states the test and its bound):
+ *  1. Every sample is tagged and recorded (site = innermost frame + class,
+ *     weight, birth) until ObjectFree.
+ *  2. Snapshots only at full collections that the agent forces. Liveness is
+ *     only known at collections, and only a full one tells which old
+ *     objects died: after a minor collection an old object that died long
+ *     ago still looks live (which made the growth of a steady program's
+ *     long-lived objects look like a leak). VMTI does not say which
+ *     collections were full, so the agent forces its own
+ *     (ForceGarbageCollection) and takes a snapshot right after each: a
+ *     Point (ordinal, collection number, estimated bytes allocated). A
+ *     sample born between snapshots o-1 and o gets birth ordinal o; a death
+ *     delivered between them gets death ordinal o; so a sample was live at
+ *     snapshot j iff birth <= j < death. Per site, deaths are counted by
+ *     (birth, death) ordinal, only for samples live at two or more
+ *     snapshots (the only ones the test uses): most samples die young and
+ *     leave nothing behind.
+ *  3. The test. t1 is the last snapshot; t0 and tm the snapshots with the
+ *     longest tm - t0 <= t1 - tm in bytes allocated, t0 at a quarter of
+ *     t1's allocation or later (what a program builds when it starts is
+ *     older). Per site,
+ *       A = samples born in (t0, tm] still live at t1,
+ *       K = samples born at or before t0, live at tm, dead by t1.
+ *     For a site whose allocation is stationary in bytes allocated (any
+ *     lifetime distribution, however long), E[A] <= E[K]: with h1 = tm - t0
+ *     and h2 = t1 - tm, both count the objects whose lifetimes fall in a
+ *     range, [h2, h1 + h2] for A and [h1, h1 + h2] for K, which contains
+ *     it. A leak adds to A (objects that never die) and nothing to K.
+ *     Samples of disjoint objects are independent Poisson-like counts, so
+ *     given n = A + K, A is at most Binomial(n, 1/2) without a leak: the
+ *     p-value P(Binomial(n, 1/2) >= A) is exact. Only objects that live
+ *     longer than h1 count, so a working set that grows with the program's
+ *     phase (binary_trees.mv's trees of each depth) is not a leak, and the
+ *     objects allocated since the last snapshot, whose fate is unknown, do
+ *     not count at all.
+ *  4. Many sites are tested at once: Tarone's Bonferroni correction. A site
+ *     with n samples cannot reach p < 2^-n; the smallest k such that at
+ *     most k sites could reach alpha/k is found, and each site is tested at
+ *     alpha/k (alpha = 1 - confidence). The chance that a report names any
+ *     site that does not leak is then at most alpha.
+ *  5. The schedule: a full collection when the estimated bytes allocated
+ *     since the last forced one reach max(4 MiB, a quarter of all bytes
+ *     allocated so far, the live bytes at the last snapshot): 4 + 3.5 ln(T
+ *     / 16 MiB) collections for T bytes allocated (10 for 100 MiB, 19 for
+ *     1 GiB), tracing at most 2 bytes per byte allocated. A pacer is the
+ *     safety net for heaps whose full collections are slow: none starts
+ *     while the pauses so far exceed half the wall-clock time since load.
+ *  6. Points are capped at 128 (the schedule makes about 40 for 1 TiB):
+ *     when full, every other one is dropped (the newest kept) and death
+ *     counts move to the kept ordinals.
+ *  Rejected: an OLS slope of live bytes against collections (live-byte
+ *  series are autocorrelated, so its standard error is far too small); the
+ *  growth of the live sample count over the window, all ages (it is the
+ *  growth of the live set, which a program's phases change without a leak;
+ *  with samples of unknown fate counted live at VM death and minor
+ *  collections taken for full ones, the causes of false reports on
+ *  binary_trees.mv); a final collection at VM death (other agents would
+ *  get ObjectFree events after their VMDeath).
  */
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <exception>
-#include <map>
+#include <limits>
 #include <memory>
-#include <utility>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include "../common/agent.h"
 #include "../common/options.h"
 #include "../common/output.h"
 #include "../common/sites.h"
@@ -69,95 +98,94 @@
 namespace leakcheck {
 namespace {
 
-constexpr const char* kName = "leakcheck";
 constexpr size_t kMaxPoints = 128;
-constexpr size_t kMinWindow = 8;
+// Forced collections (design point 5).
+constexpr double kMinGap = 4 << 20;       // at least 4 MiB allocated apart,
+constexpr double kGapFraction = 0.25;     // and a quarter of all allocated so far;
+constexpr double kForcedTimeShare = 0.5;  // pauses under half the wall-clock time
 
 struct Config {
-  int64_t interval = 64 * 1024;
+  int64_t interval = 32 * 1024;
   int64_t every = 0;
   double confidence = 0.9999;
   int64_t depth = 8;
-  int64_t gc_every = 0;
+  int64_t gc_every = -1;  // -1: auto; else bytes
   std::string file;
 };
 
-// The upper-tail standard normal quantile: P(Z > z) = 1 - confidence.
-double NormalQuantile(double confidence) {
-  double lo = 0, hi = 40;
-  for (int i = 0; i < 200; i++) {
-    double mid = (lo + hi) / 2;
-    if (0.5 * std::erfc(mid / std::sqrt(2.0)) > 1 - confidence)
-      lo = mid;
-    else
-      hi = mid;
-  }
-  return (lo + hi) / 2;
-}
-
-struct Fit {
-  double slope = 0, se = 0;
-};
-Fit Regress(const std::vector<double>& x, const std::vector<double>& y) {
-  Fit f;
-  size_t n = x.size();
-  if (n < 3) return f;
-  double mx = 0, my = 0;
-  for (size_t i = 0; i < n; i++) {
-    mx += x[i];
-    my += y[i];
-  }
-  mx /= n;
-  my /= n;
-  double sxx = 0, sxy = 0;
-  for (size_t i = 0; i < n; i++) {
-    sxx += (x[i] - mx) * (x[i] - mx);
-    sxy += (x[i] - mx) * (y[i] - my);
-  }
-  if (sxx <= 0) return f;
-  f.slope = sxy / sxx;
-  double a = my - f.slope * mx, ssr = 0;
-  for (size_t i = 0; i < n; i++) {
-    double r = y[i] - a - f.slope * x[i];
-    ssr += r * r;
-  }
-  f.se = std::sqrt(ssr / (n - 2) / sxx);
-  return f;
+// log P(X >= a) for X ~ Binomial(n, 1/2).
+double LogBinomialTailHalf(int64_t n, int64_t a) {
+  if (a <= 0) return 0;
+  if (a > n) return -std::numeric_limits<double>::infinity();
+  const double ln2n = static_cast<double>(n) * std::log(2.0);
+  const double lgn = std::lgamma(static_cast<double>(n) + 1);
+  auto term = [&](int64_t k) {
+    return lgn - std::lgamma(static_cast<double>(k) + 1) -
+           std::lgamma(static_cast<double>(n - k) + 1) - ln2n;
+  };
+  // The largest term is at k = max(a, n/2).
+  const double top = term(std::max(a, n / 2));
+  double sum = 0;
+  for (int64_t k = a; k <= n; k++) sum += std::exp(term(k) - top);
+  return top + std::log(sum);
 }
 
 struct Point {
-  int64_t gc;
-  double allocated;
-  int64_t seq;  // samples taken before this snapshot
+  int64_t ordinal;   // snapshots taken before this one; never renumbered
+  int64_t gc;        // collections finished
+  double allocated;  // estimated bytes allocated by then
+};
+
+// Samples that died, by (birth ordinal, death ordinal).
+struct Deaths {
+  double count = 0, weight = 0, weight2 = 0;
 };
 
 struct Site {
   uint32_t frame, klass, stack;  // stack: the first one seen, for context
   double live_bytes = 0;
   int64_t live_samples = 0;
-  double alloc_bytes = 0;
-  int64_t samples = 0;
-  std::vector<double> bytes_at;    // one per Point
-  std::vector<double> samples_at;  // one per Point
+  double snapshot_bytes = 0;  // live_bytes and live_samples at the last snapshot
+  int64_t snapshot_samples = 0;
+  std::unordered_map<uint64_t, Deaths> deaths;  // key: birth << 32 | death
 };
+
+uint64_t DeathKey(int64_t birth, int64_t death) {
+  return static_cast<uint64_t>(birth) << 32 | static_cast<uint32_t>(death);
+}
 
 struct Record {
   uint32_t site;
-  int64_t birth_seq;
+  int64_t birth;  // snapshot ordinal
   int64_t birth_gc;
   double weight;
   double birth_allocated;
 };
 
+// One site's test over a window.
+struct Count {
+  double a = 0, a_w = 0, a_w2 = 0;  // born in (t0, tm], live at t1
+  double k = 0, k_w = 0, k_w2 = 0;  // born <= t0, live at tm, dead by t1
+};
+
 class Checker {
  public:
-  explicit Checker(Config c) : config_(std::move(c)), log_(kName) {
-    z_ = NormalQuantile(config_.confidence);
+  static constexpr const char* kName = "leakcheck";
+
+  Checker(Config c, vmtiEnv* env) : config_(std::move(c)), log_(kName), env_(env) {
     next_report_gc_ = config_.every;
-    next_gc_at_ = static_cast<double>(config_.gc_every);
+    (*env_)->GetTime(env_, &start_ns_);
   }
   agent::ErrorLog& log() { return log_; }
-  const Config& config() const { return config_; }
+
+  // The report file is checked now, written at each report.
+  bool CheckOutput() {
+    std::string error;
+    if (config_.file.empty() || agent::CheckOutputPath(config_.file, &error)) return true;
+    agent::BadOption(kName, "file", config_.file,
+                     ("cannot write " + config_.file + ": " + error).c_str());
+    return false;
+  }
 
   void OnSample(vmtiEnv* env, vmtiThread, vmtiObject object, vmtiClass klass, vmtiLong) {
     if (dead_.load(std::memory_order_acquire)) return;
@@ -168,80 +196,124 @@ class Checker {
     uint32_t cls = sites_.ClassName(env, klass, &log_);
     int64_t tag = next_tag_.fetch_add(1, std::memory_order_relaxed);
     bool tagged = log_.Check(env, (*env)->SetTag(env, object, tag), "SetTag");
-    std::string report;
-    bool force_gc = false;
+    bool force = false;
     {
       std::lock_guard<std::mutex> g(mu_);
-      MaybeSnapshotLocked(&report);
       uint32_t s = SiteLocked(frame, cls, stack);
-      Site& site = sites_v_[s];
-      site.alloc_bytes += info.weight;
-      site.samples++;
       if (tagged) {
+        Site& site = sites_v_[s];
         site.live_bytes += info.weight;
         site.live_samples++;
-        live_.emplace(tag, Record{s, seq_, gc_count_.load(std::memory_order_relaxed), info.weight,
-                                  allocated_});
+        live_bytes_ += info.weight;
+        live_.emplace(tag, Record{s, pending_, gc_count_.load(std::memory_order_relaxed),
+                                  info.weight, allocated_});
       }
       allocated_ += info.weight;
-      seq_++;
-      if (config_.gc_every > 0 && allocated_ >= next_gc_at_) {
-        next_gc_at_ = allocated_ + static_cast<double>(config_.gc_every);
-        force_gc = true;
-      }
+      force = ForceDueLocked();
+      if (force) forcing_ = true;
     }
-    Emit(report);
     // Outside the lock: the collection delivers ObjectFree events, which
-    // take it, before ForceGarbageCollection returns.
-    if (force_gc) {
-      log_.Check(env, (*env)->ForceGarbageCollection(env), "ForceGarbageCollection");
-    }
+    // take it.
+    if (force) Emit(Force(env));
   }
 
   void OnObjectFree(vmtiEnv*, vmtiLong tag) {
     std::lock_guard<std::mutex> g(mu_);
     auto it = live_.find(tag);
     if (it == live_.end()) return;
-    Site& site = sites_v_[it->second.site];
+    const Record& r = it->second;
+    Site& site = sites_v_[r.site];
+    live_bytes_ -= r.weight;
     if (--site.live_samples == 0)
-      site.live_bytes = 0;
+      site.live_bytes = 0;  // no drift from rounding
     else
-      site.live_bytes -= it->second.weight;
+      site.live_bytes -= r.weight;
+    // Dies before snapshot pending_; kept only if live at two or more.
+    if (PointsIn(r.birth, pending_) >= 2) {
+      Deaths& d = site.deaths[DeathKey(r.birth, pending_)];
+      d.count += 1;
+      d.weight += r.weight;
+      d.weight2 += r.weight * r.weight;
+    }
     live_.erase(it);
   }
 
   // Inside the pause: raw bookkeeping only.
-  void OnGcFinish() { gc_count_.fetch_add(1, std::memory_order_relaxed); }
+  void OnGcFinish(vmtiEnv*) { gc_count_.fetch_add(1, std::memory_order_relaxed); }
 
   void OnVMDeath(vmtiEnv*) {
     dead_.store(true, std::memory_order_release);
     std::string report;
     {
       std::lock_guard<std::mutex> g(mu_);
-      TakeSnapshotLocked();
       report = ReportLocked("at exit");
     }
     Emit(report);
-    if (out_ != nullptr && out_ != stderr) {
-      std::fclose(out_);
-      out_ = nullptr;
-    }
-  }
-
-  bool OpenOutput() {
-    if (config_.file.empty()) {
-      out_ = stderr;
-      return true;
-    }
-    out_ = std::fopen(config_.file.c_str(), "w");
-    return out_ != nullptr;
   }
 
  private:
+  // Writes a report: to stderr, or as the whole content of file= (so the
+  // file always holds one complete report, the latest). A report that
+  // could not be written goes to stderr after one line saying why.
   void Emit(const std::string& s) {
-    if (s.empty() || out_ == nullptr) return;
-    std::fputs(s.c_str(), out_);
-    std::fflush(out_);
+    if (s.empty()) return;
+    if (!config_.file.empty()) {
+      std::string error;
+      if (agent::WriteOutput(config_.file, s, &error)) return;
+      std::fprintf(stderr, "%s: %s; the report follows\n", kName, error.c_str());
+    }
+    std::fputs(s.c_str(), stderr);
+    std::fflush(stderr);
+  }
+
+  bool ForceDueLocked() const {
+    if (forcing_) return false;
+    const double since = allocated_ - schedule_from_;
+    if (config_.gc_every > 0) return since >= static_cast<double>(config_.gc_every);
+    return since >= std::max({kMinGap, kGapFraction * allocated_, live_at_snapshot_});
+  }
+
+  // Forces a full collection and takes a snapshot right after it, once its
+  // ObjectFree events are in (they are delivered on this thread before
+  // ForceGarbageCollection returns, unless another thread is delivering
+  // events at the time: then a few may come after the snapshot, and count
+  // as deaths after it). Returns a periodic report if one is due.
+  std::string Force(vmtiEnv* env) {
+    const bool paced = config_.gc_every < 0;
+    vmtiLong start = 0, end = 0;
+    bool run = true;
+    if (paced) {
+      (*env)->GetTime(env, &start);
+      std::lock_guard<std::mutex> g(mu_);
+      // The pacer: a safety net for heaps whose full collections are slow
+      // (the schedule bounds their number, not their length).
+      run = forced_ns_ <= kForcedTimeShare * static_cast<double>(start - start_ns_);
+    }
+    const bool ok =
+        run && log_.Check(env, (*env)->ForceGarbageCollection(env), "ForceGarbageCollection");
+    if (ok && paced) (*env)->GetTime(env, &end);
+    std::lock_guard<std::mutex> g(mu_);
+    forcing_ = false;
+    schedule_from_ = allocated_;  // the next one after another gap
+    if (!ok) {
+      if (!run) paced_++;
+      return std::string();
+    }
+    forced_++;
+    if (paced) forced_ns_ += static_cast<double>(end - start);
+    live_at_snapshot_ = live_bytes_;
+    for (Site& site : sites_v_) {
+      site.snapshot_bytes = site.live_bytes;
+      site.snapshot_samples = site.live_samples;
+    }
+    points_.push_back(Point{pending_++, gc_count_.load(std::memory_order_relaxed), allocated_});
+    if (points_.size() >= kMaxPoints) Thin();
+    const int64_t gc = points_.back().gc;
+    if (config_.every > 0 && gc >= next_report_gc_) {
+      next_report_gc_ = gc + config_.every;
+      return ReportLocked("periodic");
+    }
+    return std::string();
   }
 
   uint32_t SiteLocked(uint32_t frame, uint32_t cls, uint32_t stack) {
@@ -253,50 +325,49 @@ class Checker {
     s.frame = frame;
     s.klass = cls;
     s.stack = stack;
-    s.bytes_at.assign(points_.size(), 0.0);  // not alive at earlier snapshots
-    s.samples_at.assign(points_.size(), 0.0);
     sites_v_.push_back(std::move(s));
     site_index_.emplace(key, id);
     return id;
   }
 
-  void MaybeSnapshotLocked(std::string* report) {
-    int64_t gc = gc_count_.load(std::memory_order_relaxed);
-    if (gc - last_snapshot_gc_ < stride_) return;
-    TakeSnapshotLocked();
-    if (config_.every > 0 && gc >= next_report_gc_) {
-      next_report_gc_ = gc + config_.every;
-      *report = ReportLocked("periodic");
-    }
+  // Kept points with ordinals in [from, to).
+  size_t PointsIn(int64_t from, int64_t to) const {
+    auto lo = std::lower_bound(points_.begin(), points_.end(), from,
+                               [](const Point& p, int64_t o) { return p.ordinal < o; });
+    auto hi = std::lower_bound(points_.begin(), points_.end(), to,
+                               [](const Point& p, int64_t o) { return p.ordinal < o; });
+    return static_cast<size_t>(hi - lo);
   }
 
-  void TakeSnapshotLocked() {
-    int64_t gc = gc_count_.load(std::memory_order_relaxed);
-    if (!points_.empty() && points_.back().gc == gc) return;
-    last_snapshot_gc_ = gc;
-    points_.push_back(Point{gc, allocated_, seq_});
-    for (Site& s : sites_v_) {
-      s.bytes_at.push_back(s.live_bytes);
-      s.samples_at.push_back(static_cast<double>(s.live_samples));
-    }
-    if (points_.size() >= 2 * kMaxPoints) Thin();
-  }
-
-  // Keeps every other snapshot, the newest included, and doubles the stride.
-  template <typename T>
-  static void KeepOdd(std::vector<T>* v) {
-    std::vector<T> out;
-    size_t n = v->size();
-    for (size_t i = (n - 1) % 2; i < n; i += 2) out.push_back((*v)[i]);
-    v->swap(out);
-  }
+  // Keeps every other point, the newest included: for gc_every=BYTES, and
+  // as a safety net for auto (which reaches 128 points only after about
+  // 2^51 times 16 MiB). Death counts move to the kept ordinals: a birth or
+  // death ordinal o becomes the first kept ordinal >= o, which leaves every
+  // comparison with a kept ordinal unchanged (the test only compares with
+  // those).
   void Thin() {
-    KeepOdd(&points_);
+    std::vector<Point> kept;
+    const size_t n = points_.size();
+    for (size_t i = (n - 1) % 2; i < n; i += 2) kept.push_back(points_[i]);
+    points_.swap(kept);
+    auto up = [this](int64_t o) {
+      auto it = std::lower_bound(points_.begin(), points_.end(), o,
+                                 [](const Point& p, int64_t x) { return p.ordinal < x; });
+      return it == points_.end() ? o : it->ordinal;  // o == pending_: not a point yet
+    };
     for (Site& s : sites_v_) {
-      KeepOdd(&s.bytes_at);
-      KeepOdd(&s.samples_at);
+      std::unordered_map<uint64_t, Deaths> merged;
+      for (const auto& [key, d] : s.deaths) {
+        const int64_t birth = up(static_cast<int64_t>(key >> 32));
+        const int64_t death = up(static_cast<int64_t>(key & 0xffffffffu));
+        if (PointsIn(birth, death) < 2) continue;
+        Deaths& m = merged[DeathKey(birth, death)];
+        m.count += d.count;
+        m.weight += d.weight;
+        m.weight2 += d.weight2;
+      }
+      s.deaths.swap(merged);
     }
-    stride_ *= 2;
   }
 
   static double Quantile(std::vector<double> v, double q) {
@@ -306,78 +377,173 @@ class Checker {
     return v[std::min(i, v.size() - 1)];
   }
 
+  // Picks t0, tm, t1 (indexes into points_); false if there are too few.
+  // t1 is the last point. t0 >= T/4 for T the bytes allocated at t1, so
+  // that what a program builds when it starts (a table, a long-lived tree)
+  // is born before t0 and never counted in A. Among those, the pair with
+  // the longest tm - t0 <= t1 - tm: the test's power grows with the
+  // number of leaked samples born in (t0, tm].
+  bool WindowLocked(size_t* t0, size_t* tm, size_t* t1) const {
+    if (points_.size() < 3) return false;
+    *t1 = points_.size() - 1;
+    const double total = points_[*t1].allocated;
+    double best = 0;
+    for (size_t i = 0; i + 2 <= *t1; i++) {
+      const double a0 = points_[i].allocated;
+      if (a0 < total / 4) continue;
+      for (size_t j = i + 1; j < *t1; j++) {
+        const double h1 = points_[j].allocated - a0;
+        if (h1 > total - points_[j].allocated) break;
+        if (h1 > best) {
+          best = h1;
+          *t0 = i;
+          *tm = j;
+        }
+      }
+    }
+    return best > 0;
+  }
+
+  // "5 full collections forced by leakcheck (78.4 ms, 23.2% of 0.3 s), 35
+  // in all": how much liveness information there was, and its cost.
+  std::string CollectionsLocked(int64_t gc_now) const {
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "%lld full collection%s forced by leakcheck",
+                  static_cast<long long>(forced_), forced_ == 1 ? "" : "s");
+    std::string out = buf;
+    if (config_.gc_every < 0 && forced_ > 0) {
+      vmtiLong now = start_ns_;
+      (*env_)->GetTime(env_, &now);  // any thread, any phase
+      const double run_ns = static_cast<double>(now - start_ns_);
+      std::snprintf(buf, sizeof buf, " (%.1f ms, %.1f%% of %.3g s", forced_ns_ / 1e6,
+                    run_ns > 0 ? 100 * forced_ns_ / run_ns : 0.0, run_ns / 1e9);
+      out += buf;
+      if (paced_ > 0) {
+        std::snprintf(buf, sizeof buf, "; %lld more held back to stay under %.0f%%",
+                      static_cast<long long>(paced_), 100 * kForcedTimeShare);
+        out += buf;
+      }
+      out += ")";
+    }
+    std::snprintf(buf, sizeof buf, ", %lld collection%s in all", static_cast<long long>(gc_now),
+                  gc_now == 1 ? "" : "s");
+    return out + buf;
+  }
+
   std::string ReportLocked(const char* when) {
-    char line[1024];
+    char line[2048];
     std::string out;
-    int64_t gc_now = gc_count_.load(std::memory_order_relaxed);
-    size_t n = points_.size();
-    if (n < kMinWindow) {
+    const int64_t gc_now = gc_count_.load(std::memory_order_relaxed);
+    size_t i0 = 0, im = 0, i1 = 0;
+    const std::string collections = CollectionsLocked(gc_now);
+    if (!WindowLocked(&i0, &im, &i1)) {
       std::snprintf(line, sizeof line,
-                    "leakcheck: %s: %lld collections, too few snapshots (%zu < %zu) to judge "
-                    "growth; nothing reported (more collections: a smaller --young, or "
-                    "leakcheck=gc_every=BYTES)\n",
-                    when, static_cast<long long>(gc_now), n, kMinWindow);
+                    "leakcheck: %s: too few snapshots to judge growth (it needs three full "
+                    "collections, the first a quarter of the way into the run or later; %s; "
+                    "est. %s allocated); nothing reported\n",
+                    when, collections.c_str(), agent::HumanBytes(allocated_).c_str());
       return line;
     }
-    size_t w = std::max(kMinWindow, (n + 1) / 2);
-    size_t first = n - w;
-    std::vector<double> x, xa;
-    for (size_t i = first; i < n; i++) {
-      x.push_back(static_cast<double>(points_[i].gc));
-      xa.push_back(points_[i].allocated);
-    }
-    // S per site: live samples born after the window's first snapshot.
-    std::vector<double> born_live(sites_v_.size(), 0.0);
+    const int64_t t0 = points_[i0].ordinal, tm = points_[im].ordinal, t1 = points_[i1].ordinal;
+    std::vector<Count> counts(sites_v_.size());
     for (const auto& kv : live_) {
-      if (kv.second.birth_seq >= points_[first].seq) born_live[kv.second.site] += 1;
+      const Record& r = kv.second;
+      if (r.birth > t0 && r.birth <= tm) {
+        Count& c = counts[r.site];
+        c.a += 1;
+        c.a_w += r.weight;
+        c.a_w2 += r.weight * r.weight;
+      }
     }
+    for (size_t s = 0; s < sites_v_.size(); s++) {
+      Count& c = counts[s];
+      for (const auto& [key, d] : sites_v_[s].deaths) {
+        const int64_t birth = static_cast<int64_t>(key >> 32);
+        const int64_t death = static_cast<int64_t>(key & 0xffffffffu);
+        if (birth > t0 && birth <= tm && death > t1) {
+          c.a += d.count;
+          c.a_w += d.weight;
+          c.a_w2 += d.weight2;
+        } else if (birth <= t0 && death > tm && death <= t1) {
+          c.k += d.count;
+          c.k_w += d.weight;
+          c.k_w2 += d.weight2;
+        }
+      }
+    }
+    // Tarone: the smallest k such that at most k sites could reach alpha/k
+    // (a site with n samples cannot go below 2^-n).
+    const double alpha = 1 - config_.confidence;
+    std::vector<double> ns;
+    for (const Count& c : counts) {
+      if (c.a + c.k > 0) ns.push_back(c.a + c.k);
+    }
+    size_t k = 1;
+    for (;; k++) {
+      const double need = std::log2(static_cast<double>(k) / alpha);
+      size_t testable = 0;
+      for (double n : ns) testable += n >= need ? 1 : 0;
+      if (testable <= k) break;
+    }
+    const double level = alpha / static_cast<double>(k);
     struct Found {
       size_t site;
-      Fit fit, fit_alloc;
-      double growth, count_lb;
+      double log_p;
     };
     std::vector<Found> found;
-    for (size_t s = 0; s < sites_v_.size(); s++) {
-      const Site& site = sites_v_[s];
-      std::vector<double> y(site.bytes_at.begin() + first, site.bytes_at.end());
-      Fit f = Regress(x, y);
-      if (!(f.slope - z_ * f.se > 0)) continue;
-      double d = static_cast<double>(site.live_samples) - site.samples_at[first];
-      double var = std::max(0.0, 2 * born_live[s] - d);
-      double count_lb = d - z_ * std::sqrt(var);
-      if (!(count_lb > 0)) continue;
-      found.push_back(Found{s, f, Regress(xa, y), d, count_lb});
+    for (size_t s = 0; s < counts.size(); s++) {
+      const Count& c = counts[s];
+      if (c.a <= c.k) continue;
+      const double log_p = LogBinomialTailHalf(std::llround(c.a + c.k), std::llround(c.a));
+      if (log_p < std::log(level)) found.push_back(Found{s, log_p});
     }
     std::sort(found.begin(), found.end(),
-              [](const Found& a, const Found& b) { return a.fit.slope > b.fit.slope; });
+              [](const Found& a, const Found& b) { return a.log_p < b.log_p; });
     std::snprintf(line, sizeof line,
-                  "leakcheck: %s: %zu growing site%s; window: collections %lld..%lld (%zu "
-                  "snapshots), %zu sites checked, lower bounds at %.4g%% one-sided (z = %.2f)\n",
-                  when, found.size(), found.size() == 1 ? "" : "s",
-                  static_cast<long long>(points_[first].gc),
-                  static_cast<long long>(points_.back().gc), w, sites_v_.size(),
-                  config_.confidence * 100, z_);
+                  "leakcheck: %s: %zu growing site%s of %zu (%zu with samples to test, tested at "
+                  "p < %.2g each: at most a %.4g%% chance of naming any site that does not "
+                  "leak)\n",
+                  when, found.size(), found.size() == 1 ? "" : "s", sites_v_.size(), ns.size(),
+                  level, alpha * 100);
     out += line;
+    std::snprintf(line, sizeof line,
+                  "leakcheck:     window: born at %s..%s allocated, live at %s (snapshots %zu, "
+                  "%zu, %zu; %s)\n",
+                  agent::HumanBytes(points_[i0].allocated).c_str(),
+                  agent::HumanBytes(points_[im].allocated).c_str(),
+                  agent::HumanBytes(points_[i1].allocated).c_str(), i0 + 1, im + 1, i1 + 1,
+                  collections.c_str());
+    out += line;
+    const double h = points_[im].allocated - points_[i0].allocated;
     for (const Found& fd : found) {
       const Site& site = sites_v_[fd.site];
+      const Count& c = counts[fd.site];
+      // Ages at t1 of the samples live then and still live.
       std::vector<double> age_gc, age_bytes;
       for (const auto& kv : live_) {
-        if (kv.second.site != fd.site) continue;
-        age_gc.push_back(static_cast<double>(gc_now - kv.second.birth_gc));
-        age_bytes.push_back(allocated_ - kv.second.birth_allocated);
+        if (kv.second.site != fd.site || kv.second.birth > t1) continue;
+        age_gc.push_back(static_cast<double>(points_[i1].gc - kv.second.birth_gc));
+        age_bytes.push_back(points_[i1].allocated - kv.second.birth_allocated);
       }
       std::snprintf(line, sizeof line,
-                    "leakcheck: LEAK? %s [%s]: live %s in %lld samples, growing %s per collection "
-                    "(+- %s, lower bound %s), %.2f%% of bytes allocated; live samples %.0f -> %lld "
-                    "(growth %.0f, lower bound %.1f)\n",
+                    "leakcheck: LEAK? %s [%s]: live %s in %lld samples, growing %.2f%% of bytes "
+                    "allocated (+- %.2f%%)\n",
                     agent::FrameLabel(sites_.GetFrame(site.frame)).c_str(),
                     sites_.GetString(site.klass).c_str(),
-                    agent::HumanBytes(site.live_bytes).c_str(),
-                    static_cast<long long>(site.live_samples),
-                    agent::HumanBytes(fd.fit.slope).c_str(), agent::HumanBytes(fd.fit.se).c_str(),
-                    agent::HumanBytes(fd.fit.slope - z_ * fd.fit.se).c_str(),
-                    fd.fit_alloc.slope * 100, site.samples_at[first],
-                    static_cast<long long>(site.live_samples), fd.growth, fd.count_lb);
+                    agent::HumanBytes(site.snapshot_bytes).c_str(),
+                    static_cast<long long>(site.snapshot_samples), 100 * (c.a_w - c.k_w) / h,
+                    100 * std::sqrt(c.a_w2 + c.k_w2) / h);
+      out += line;
+      char p[32];
+      if (fd.log_p > std::log(1e-300)) {
+        std::snprintf(p, sizeof p, "p = %.2g", std::exp(fd.log_p));
+      } else {
+        std::snprintf(p, sizeof p, "p < 1e-300");
+      }
+      std::snprintf(line, sizeof line,
+                    "leakcheck:     %.0f samples born in the window still live, %.0f older ones "
+                    "died in its second half (%s)\n",
+                    c.a, c.k, p);
       out += line;
       std::snprintf(line, sizeof line,
                     "leakcheck:     ages of live samples: median %.0f collections (p10 %.0f, p90 "
@@ -396,11 +562,11 @@ class Checker {
     return out;
   }
 
-  Config config_;
+  const Config config_;
   agent::ErrorLog log_;
+  vmtiEnv* const env_;  // this instance's, for GetTime
+  vmtiLong start_ns_ = 0;
   agent::SiteTable sites_;
-  double z_;
-  FILE* out_ = nullptr;
   std::atomic<int64_t> next_tag_{1};
   std::atomic<int64_t> gc_count_{0};
   std::atomic<bool> dead_{false};
@@ -408,34 +574,22 @@ class Checker {
   std::unordered_map<uint64_t, uint32_t> site_index_;
   std::vector<Site> sites_v_;
   std::unordered_map<int64_t, Record> live_;
-  std::vector<Point> points_;
-  double allocated_ = 0;
-  int64_t seq_ = 0;
-  int64_t last_snapshot_gc_ = 0;
-  int64_t stride_ = 1;
+  std::vector<Point> points_;    // ascending ordinals
+  int64_t pending_ = 0;          // the next snapshot's ordinal
+  double allocated_ = 0;         // estimated bytes allocated (sum of weights)
+  double live_bytes_ = 0;        // estimated live bytes (all sites)
+  double live_at_snapshot_ = 0;  // live_bytes_ at the last snapshot
+  double schedule_from_ = 0;     // forced collections count allocation from here
   int64_t next_report_gc_ = 0;
-  double next_gc_at_ = 0;
+  // Forced collections.
+  bool forcing_ = false;  // one at a time
+  int64_t forced_ = 0;
+  int64_t paced_ = 0;     // skipped by the pacer
+  double forced_ns_ = 0;  // their pauses, as the forcing thread saw them
 };
 
-Checker* g_checker = nullptr;
-
-// No C++ exception may unwind into the VM (common/sites.h).
-template <typename F>
-void Guard(const char* what, F&& f) {
-  agent::Guard(kName, what, std::forward<F>(f));
-}
-void JNI_Sample(vmtiEnv* env, vmtiThread t, vmtiObject o, vmtiClass k, vmtiLong s) {
-  Guard("SampledObjectAlloc", [&] { g_checker->OnSample(env, t, o, k, s); });
-}
-void JNI_ObjectFree(vmtiEnv* env, vmtiLong tag) {
-  Guard("ObjectFree", [&] { g_checker->OnObjectFree(env, tag); });
-}
-void JNI_GcFinish(vmtiEnv*) { g_checker->OnGcFinish(); }  // cannot throw
-void JNI_VMDeath(vmtiEnv* env) {
-  Guard("VMDeath", [&] { g_checker->OnVMDeath(env); });
-}
-
 int ParseConfig(const char* options, Config* c) {
+  const char* kName = Checker::kName;
   agent::OptionList list;
   std::string bad;
   if (!agent::SplitOptions(options, &list, &bad)) {
@@ -459,8 +613,12 @@ int ParseConfig(const char* options, Config* c) {
         return agent::BadOption(kName, k, v, "want a frame count from 1 to 4096");
       }
     } else if (k == "gc_every") {
-      if (!agent::ParseBytes(v, 0, INT64_MAX, &c->gc_every)) {
-        return agent::BadOption(kName, k, v, "want bytes, e.g. 64m (0: never)");
+      if (v == "auto") {
+        c->gc_every = -1;
+      } else if (!agent::ParseBytes(v, 1, INT64_MAX, &c->gc_every)) {
+        return agent::BadOption(kName, k, v,
+                                "want auto or bytes such as 64m (only full collections tell "
+                                "which old objects died)");
       }
     } else if (k == "file") {
       if (v.empty()) return agent::BadOption(kName, k, v, "want a file path");
@@ -478,48 +636,29 @@ int ParseConfig(const char* options, Config* c) {
 }  // namespace leakcheck
 
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
-  using namespace leakcheck;
+  using leakcheck::Checker;
   (void)reserved;
-  Config config;
-  if (ParseConfig(options, &config) != 0) return 1;
-  vmtiEnv* env = nullptr;
-  if ((*vm)->GetEnv(vm, reinterpret_cast<void**>(&env), VMTI_VERSION_1) != VMTI_ERROR_NONE) {
-    std::fprintf(stderr, "leakcheck: GetEnv failed\n");
-    return 1;
-  }
-  auto checker = std::make_unique<Checker>(config);
-  if (!checker->OpenOutput()) {
-    std::fprintf(stderr, "leakcheck: bad option 'file=%s': %s\n", config.file.c_str(),
-                 std::strerror(errno));
-    return 1;
-  }
-  agent::ErrorLog& log = checker->log();
-  vmtiCapabilities caps;
-  std::memset(&caps, 0, sizeof caps);
-  caps.can_generate_sampled_alloc_events = 1;
-  caps.can_tag_objects = 1;
-  caps.can_generate_object_free_events = 1;
-  caps.can_generate_garbage_collection_events = 1;
-  if (!log.Check(env, (*env)->AddCapabilities(env, &caps), "AddCapabilities")) return 1;
-  vmtiEventCallbacks cb;
-  std::memset(&cb, 0, sizeof cb);
-  cb.VMDeath = &JNI_VMDeath;
-  cb.SampledObjectAlloc = &JNI_Sample;
-  cb.ObjectFree = &JNI_ObjectFree;
-  cb.GarbageCollectionFinish = &JNI_GcFinish;
-  if (!log.Check(env, (*env)->SetEventCallbacks(env, &cb, static_cast<vmtiInt>(sizeof cb)),
-                 "SetEventCallbacks") ||
-      !log.Check(env, (*env)->SetHeapSamplingInterval(env, static_cast<vmtiInt>(config.interval)),
-                 "SetHeapSamplingInterval")) {
-    return 1;
-  }
-  for (vmtiEvent e : {VMTI_EVENT_VM_DEATH, VMTI_EVENT_OBJECT_FREE,
-                      VMTI_EVENT_GARBAGE_COLLECTION_FINISH, VMTI_EVENT_SAMPLED_OBJECT_ALLOC}) {
-    if (!log.Check(env, (*env)->SetEventNotificationMode(env, VMTI_ENABLE, e, nullptr),
-                   "SetEventNotificationMode")) {
-      return 1;
-    }
-  }
-  g_checker = checker.release();
-  return 0;
+  leakcheck::Config config;
+  if (leakcheck::ParseConfig(options, &config) != 0) return 1;
+  const int64_t interval = config.interval;
+  vmtiEnv* env = agent::NewEnvironment(vm, Checker::kName);
+  if (env == nullptr) return 1;
+  auto checker = std::make_unique<Checker>(std::move(config), env);
+  if (!checker->CheckOutput()) return 1;
+  agent::Setup setup;
+  setup.capabilities.can_generate_sampled_alloc_events = 1;
+  setup.capabilities.can_tag_objects = 1;
+  setup.capabilities.can_generate_object_free_events = 1;
+  setup.capabilities.can_generate_garbage_collection_events = 1;
+  setup.callbacks.VMDeath = &agent::Callback<&Checker::OnVMDeath>::Fn;
+  setup.callbacks.SampledObjectAlloc = &agent::Callback<&Checker::OnSample>::Fn;
+  setup.callbacks.ObjectFree = &agent::Callback<&Checker::OnObjectFree>::Fn;
+  setup.callbacks.GarbageCollectionFinish = &agent::Callback<&Checker::OnGcFinish>::Fn;
+  setup.events = {VMTI_EVENT_VM_DEATH, VMTI_EVENT_OBJECT_FREE, VMTI_EVENT_GARBAGE_COLLECTION_FINISH,
+                  VMTI_EVENT_SAMPLED_OBJECT_ALLOC};
+  setup.interval = interval;
+  // The instance lives until the process ends (common/agent.h), even if
+  // Install fails after its environment could already reach it.
+  Checker* instance = checker.release();
+  return agent::Install(env, instance, setup, &instance->log()) ? 0 : 1;
 }

@@ -12,6 +12,18 @@
  *   top=N           sites in the report (default 10)
  *   depth=N         frames captured (default 8; the site is frame 0)
  *
+ * Instances. Each Agent_OnLoad makes its own Tracker, environment and
+ * outputs (common/agent.h), so `-agentlib:lifetimes=file=a
+ * -agentlib:lifetimes=file=b` is two independent tools.
+ *
+ * Outputs. Both paths are checked when the agent loads (a bad one stops
+ * the VM with exit code 1 before the program runs). The trace is a stream:
+ * opened at load in place and written as events arrive; the report is
+ * written at VM death in one piece (common/output.h: temp file and rename
+ * for a regular file). A write error is reported on stderr in one line at
+ * VM death (the VM's exit status stays the program's); a report that could
+ * not be written follows on stderr instead.
+ *
  * Clocks. Lifetimes are measured in bytes allocated since birth (memtrace's
  * clock, independent of timing noise): the agent keeps the VM-wide estimate
  * t_bytes = the sum of the Horvitz-Thompson weights of all samples so far
@@ -35,20 +47,24 @@
  *   {"ev":"promote","id":7,"t_bytes":2097152,"gc":3}
  *   {"ev":"free","id":7,"t_bytes":4194304,"gc":5}
  * ids are the agent's tags; the last line is {"ev":"end","t_bytes":..,"gc":..}.
+ * Lines are made with nlohmann::json, so every name is escaped as JSON
+ * requires; names are bytes a program chose (file names), and bytes that
+ * are not valid UTF-8 are written as U+FFFD (error_handler_t::replace)
+ * rather than failing the event.
  */
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <exception>
 #include <memory>
-#include <utility>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include "../common/agent.h"
 #include "../common/options.h"
 #include "../common/output.h"
 #include "../common/sites.h"
@@ -57,7 +73,6 @@
 namespace lifetimes {
 namespace {
 
-constexpr const char* kName = "lifetimes";
 constexpr int kSubBins = 4;  // log2 histogram resolution: 4 bins per doubling
 constexpr int kBins = 64 * kSubBins;
 constexpr int kGcBins = 64;  // collections survived, capped
@@ -95,22 +110,17 @@ struct Record {
   bool promoted;
 };
 
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
+// ordered_json keeps the keys in the order written ("ev" first), for
+// people reading the trace.
+using Json = nlohmann::ordered_json;
+
+// One trace line. Never throws for a name's bytes: invalid UTF-8 becomes
+// U+FFFD; everything else is escaped as JSON requires.
+std::string JsonLine(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
 }
+
+int64_t Round(double v) { return static_cast<int64_t>(std::llround(v)); }
 
 // The q-quantile of a weighted histogram, as the upper edge of its bin.
 template <typename F>
@@ -128,28 +138,22 @@ double HistQuantile(const std::vector<double>& h, double q, F upper) {
 
 class Tracker {
  public:
+  static constexpr const char* kName = "lifetimes";
+
   explicit Tracker(Config c) : config_(std::move(c)), log_(kName) {}
   agent::ErrorLog& log() { return log_; }
 
-  bool Open() {
-    if (!config_.trace.empty()) {
-      trace_ = std::fopen(config_.trace.c_str(), "w");
-      if (trace_ == nullptr) {
-        std::fprintf(stderr, "lifetimes: bad option 'trace=%s': %s\n", config_.trace.c_str(),
-                     std::strerror(errno));
-        return false;
-      }
-      setvbuf(trace_, nullptr, _IOFBF, 1 << 16);
+  // Checks both outputs and opens the trace; false after one line on stderr.
+  bool OpenOutputs() {
+    std::string error;
+    if (!config_.file.empty() && !agent::CheckOutputPath(config_.file, &error)) {
+      agent::BadOption(kName, "file", config_.file,
+                       ("cannot write " + config_.file + ": " + error).c_str());
+      return false;
     }
-    if (!config_.file.empty()) {
-      report_ = std::fopen(config_.file.c_str(), "w");
-      if (report_ == nullptr) {
-        std::fprintf(stderr, "lifetimes: bad option 'file=%s': %s\n", config_.file.c_str(),
-                     std::strerror(errno));
-        return false;
-      }
-    } else {
-      report_ = stderr;
+    if (!config_.trace.empty() && !trace_.Open(config_.trace, &error)) {
+      agent::BadOption(kName, "trace", config_.trace, error.c_str());
+      return false;
     }
     return true;
   }
@@ -162,7 +166,7 @@ class Tracker {
     uint32_t stack = sites_.CaptureStack(env, static_cast<int>(config_.depth), &log_);
     uint32_t frame = sites_.LeafFrame(stack);
     uint32_t cls = sites_.ClassName(env, klass, &log_);
-    uint32_t thr = trace_ ? sites_.ThreadName(env, thread, &log_) : 0;
+    uint32_t thr = tracing() ? sites_.ThreadName(env, thread, &log_) : 0;
     int64_t tag = next_tag_.fetch_add(1, std::memory_order_relaxed);
     bool tagged = log_.Check(env, (*env)->SetTag(env, object, tag), "SetTag");
     double objects = size > 0 ? info.weight / static_cast<double>(size) : 0;
@@ -177,15 +181,19 @@ class Tracker {
     int64_t gc = gc_count_.load(std::memory_order_relaxed);
     if (tagged) live_.emplace(tag, Record{s, objects, birth, gc, young, false});
     t_bytes_ += info.weight;
-    if (trace_) {
-      std::fprintf(trace_,
-                   "{\"ev\":\"alloc\",\"id\":%lld,\"t_bytes\":%.0f,\"size\":%lld,\"class\":%s,"
-                   "\"site\":%s,\"thread\":%s,\"gen\":\"%s\",\"weight\":%.1f,\"gc\":%lld}\n",
-                   static_cast<long long>(tagged ? tag : 0), birth, static_cast<long long>(size),
-                   JsonString(sites_.GetString(cls)).c_str(),
-                   JsonString(agent::FrameLabel(sites_.GetFrame(frame))).c_str(),
-                   JsonString(sites_.GetString(thr)).c_str(), young ? "young" : "old", info.weight,
-                   static_cast<long long>(gc));
+    if (tracing()) {
+      Json j;
+      j["ev"] = "alloc";
+      j["id"] = tagged ? tag : 0;
+      j["t_bytes"] = Round(birth);
+      j["size"] = static_cast<int64_t>(size);
+      j["class"] = sites_.GetString(cls);
+      j["site"] = agent::FrameLabel(sites_.GetFrame(frame));
+      j["thread"] = sites_.GetString(thr);
+      j["gen"] = young ? "young" : "old";
+      j["weight"] = std::round(info.weight * 10) / 10;  // a tenth of a byte is plenty
+      j["gc"] = gc;
+      trace_.Write(JsonLine(j));
     }
   }
 
@@ -195,10 +203,11 @@ class Tracker {
     if (it == live_.end() || it->second.promoted) return;
     it->second.promoted = true;
     sites_v_[it->second.site].promoted += it->second.objects;
-    if (trace_) {
-      std::fprintf(trace_, "{\"ev\":\"promote\",\"id\":%lld,\"t_bytes\":%.0f,\"gc\":%lld}\n",
-                   static_cast<long long>(tag), t_bytes_,
-                   static_cast<long long>(gc_count_.load(std::memory_order_relaxed)));
+    if (tracing()) {
+      trace_.Write(JsonLine(Json{{"ev", "promote"},
+                                 {"id", tag},
+                                 {"t_bytes", Round(t_bytes_)},
+                                 {"gc", gc_count_.load(std::memory_order_relaxed)}}));
     }
   }
 
@@ -216,32 +225,45 @@ class Tracker {
     site.life_bytes[BinOf(t_bytes_ - r.birth_bytes)] += r.objects;
     int64_t survived = std::max<int64_t>(0, gc - r.birth_gc - 1);
     site.life_gcs[std::min<int64_t>(survived, kGcBins - 1)] += r.objects;
-    if (trace_) {
-      std::fprintf(trace_, "{\"ev\":\"free\",\"id\":%lld,\"t_bytes\":%.0f,\"gc\":%lld}\n",
-                   static_cast<long long>(tag), t_bytes_, static_cast<long long>(gc));
+    if (tracing()) {
+      trace_.Write(
+          JsonLine(Json{{"ev", "free"}, {"id", tag}, {"t_bytes", Round(t_bytes_)}, {"gc", gc}}));
     }
     live_.erase(it);
   }
 
-  void OnGcFinish() { gc_count_.fetch_add(1, std::memory_order_relaxed); }
+  // Inside the pause: raw bookkeeping only.
+  void OnGcFinish(vmtiEnv*) { gc_count_.fetch_add(1, std::memory_order_relaxed); }
 
   void OnVMDeath(vmtiEnv*) {
     dead_.store(true, std::memory_order_release);
-    std::lock_guard<std::mutex> g(mu_);
-    if (trace_) {
-      std::fprintf(trace_, "{\"ev\":\"end\",\"t_bytes\":%.0f,\"gc\":%lld}\n", t_bytes_,
-                   static_cast<long long>(gc_count_.load()));
-      std::fclose(trace_);
-      trace_ = nullptr;
+    std::string report;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (tracing()) {
+        trace_.Write(JsonLine(Json{{"ev", "end"},
+                                   {"t_bytes", Round(t_bytes_)},
+                                   {"gc", gc_count_.load(std::memory_order_relaxed)}}));
+        std::string error;
+        if (!trace_.Close(&error)) {
+          std::fprintf(stderr, "%s: %s; the trace is incomplete\n", kName, error.c_str());
+        }
+      }
+      report = ReportLocked();
     }
-    std::string r = ReportLocked();
-    std::fputs(r.c_str(), report_);
-    std::fflush(report_);
-    if (report_ != stderr) std::fclose(report_);
-    report_ = nullptr;
+    if (!config_.file.empty()) {
+      std::string error;
+      if (agent::WriteOutput(config_.file, report, &error)) return;
+      std::fprintf(stderr, "%s: %s; the report follows\n", kName, error.c_str());
+    }
+    std::fputs(report.c_str(), stderr);
+    std::fflush(stderr);
   }
 
  private:
+  // Fixed at load (the stream itself is only touched under mu_).
+  bool tracing() const { return !config_.trace.empty(); }
+
   uint32_t SiteLocked(uint32_t frame, uint32_t cls) {
     uint64_t key = static_cast<uint64_t>(frame) << 32 | cls;
     auto it = site_index_.find(key);
@@ -269,7 +291,8 @@ class Tracker {
     for (const Site& s : sites_v_) samples += s.samples;
     std::snprintf(line, sizeof line,
                   "lifetimes: %lld samples, est. %s allocated, %lld collections; lifetimes in "
-                  "bytes allocated since birth (quantiles of objects, freed ones only)\n",
+                  "bytes allocated since birth (quantiles of objects, freed ones only; - where "
+                  "none was freed)\n",
                   static_cast<long long>(samples), agent::HumanBytes(t_bytes_).c_str(),
                   static_cast<long long>(gc_count_.load()));
     out += line;
@@ -282,58 +305,42 @@ class Tracker {
       if (shown++ >= config_.top) break;
       const Site& s = sites_v_[i];
       double n = s.alloc_objects > 0 ? s.alloc_objects : 1;
+      // No freed sample: no lifetime was seen, which is not "dies at once".
+      const bool freed = s.died_young + s.died_old > 0;
       auto upper_gc = [](int b) { return static_cast<double>(b); };
+      std::string p50 = "-", p90 = "-", gc50 = "-";
+      if (freed) {
+        p50 = agent::HumanBytes(HistQuantile(s.life_bytes, 0.5, BinUpper));
+        p90 = agent::HumanBytes(HistQuantile(s.life_bytes, 0.9, BinUpper));
+        gc50 = std::to_string(static_cast<long long>(HistQuantile(s.life_gcs, 0.5, upper_gc)));
+      }
       std::snprintf(line, sizeof line,
-                    "lifetimes: %10s %10.0f %6.1f%% %6.1f%% %6.1f%% %10s %10s %6.0f  %s [%s]\n",
+                    "lifetimes: %10s %10.0f %6.1f%% %6.1f%% %6.1f%% %10s %10s %6s  %s [%s]\n",
                     agent::HumanBytes(s.alloc_bytes).c_str(), s.alloc_objects,
-                    100 * s.died_young / n, 100 * s.promoted / n, 100 * alive[i] / n,
-                    agent::HumanBytes(HistQuantile(s.life_bytes, 0.5, BinUpper)).c_str(),
-                    agent::HumanBytes(HistQuantile(s.life_bytes, 0.9, BinUpper)).c_str(),
-                    HistQuantile(s.life_gcs, 0.5, upper_gc),
-                    agent::FrameLabel(sites_.GetFrame(s.frame)).c_str(),
+                    100 * s.died_young / n, 100 * s.promoted / n, 100 * alive[i] / n, p50.c_str(),
+                    p90.c_str(), gc50.c_str(), agent::FrameLabel(sites_.GetFrame(s.frame)).c_str(),
                     sites_.GetString(s.klass).c_str());
       out += line;
     }
     return out;
   }
 
-  Config config_;
+  const Config config_;
   agent::ErrorLog log_;
   agent::SiteTable sites_;
-  FILE* trace_ = nullptr;
-  FILE* report_ = nullptr;
   std::atomic<int64_t> next_tag_{1};
   std::atomic<int64_t> gc_count_{0};
   std::atomic<bool> dead_{false};
-  std::mutex mu_;  // guards everything below, and trace_ writes
+  std::mutex mu_;              // guards everything below
+  agent::OutputStream trace_;  // opened before any event; closed at VM death
   std::unordered_map<uint64_t, uint32_t> site_index_;
   std::vector<Site> sites_v_;
   std::unordered_map<int64_t, Record> live_;
   double t_bytes_ = 0;
 };
 
-Tracker* g_tracker = nullptr;
-
-// No C++ exception may unwind into the VM (common/sites.h).
-template <typename F>
-void Guard(const char* what, F&& f) {
-  agent::Guard(kName, what, std::forward<F>(f));
-}
-void JNI_Sample(vmtiEnv* env, vmtiThread t, vmtiObject o, vmtiClass k, vmtiLong s) {
-  Guard("SampledObjectAlloc", [&] { g_tracker->OnSample(env, t, o, k, s); });
-}
-void JNI_Promote(vmtiEnv* env, vmtiLong tag) {
-  Guard("ObjectPromote", [&] { g_tracker->OnPromote(env, tag); });
-}
-void JNI_Free(vmtiEnv* env, vmtiLong tag) {
-  Guard("ObjectFree", [&] { g_tracker->OnFree(env, tag); });
-}
-void JNI_GcFinish(vmtiEnv*) { g_tracker->OnGcFinish(); }  // cannot throw
-void JNI_VMDeath(vmtiEnv* env) {
-  Guard("VMDeath", [&] { g_tracker->OnVMDeath(env); });
-}
-
 int ParseConfig(const char* options, Config* c) {
+  const char* kName = Tracker::kName;
   agent::OptionList list;
   std::string bad;
   if (!agent::SplitOptions(options, &list, &bad)) {
@@ -363,6 +370,9 @@ int ParseConfig(const char* options, Config* c) {
                               "unknown option (known: interval, trace, file, top, depth)");
     }
   }
+  if (!c->trace.empty() && c->trace == c->file) {
+    return agent::BadOption(kName, "file", c->file, "the same file as trace=");
+  }
   return 0;
 }
 
@@ -370,46 +380,31 @@ int ParseConfig(const char* options, Config* c) {
 }  // namespace lifetimes
 
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
-  using namespace lifetimes;
+  using lifetimes::Tracker;
   (void)reserved;
-  Config config;
-  if (ParseConfig(options, &config) != 0) return 1;
-  vmtiEnv* env = nullptr;
-  if ((*vm)->GetEnv(vm, reinterpret_cast<void**>(&env), VMTI_VERSION_1) != VMTI_ERROR_NONE) {
-    std::fprintf(stderr, "lifetimes: GetEnv failed\n");
-    return 1;
-  }
-  auto tracker = std::make_unique<Tracker>(config);
-  if (!tracker->Open()) return 1;
-  agent::ErrorLog& log = tracker->log();
-  vmtiCapabilities caps;
-  std::memset(&caps, 0, sizeof caps);
-  caps.can_generate_sampled_alloc_events = 1;
-  caps.can_tag_objects = 1;
-  caps.can_generate_object_free_events = 1;
-  caps.can_generate_object_promote_events = 1;
-  caps.can_generate_garbage_collection_events = 1;
-  if (!log.Check(env, (*env)->AddCapabilities(env, &caps), "AddCapabilities")) return 1;
-  vmtiEventCallbacks cb;
-  std::memset(&cb, 0, sizeof cb);
-  cb.VMDeath = &JNI_VMDeath;
-  cb.SampledObjectAlloc = &JNI_Sample;
-  cb.ObjectFree = &JNI_Free;
-  cb.ObjectPromote = &JNI_Promote;
-  cb.GarbageCollectionFinish = &JNI_GcFinish;
-  if (!log.Check(env, (*env)->SetEventCallbacks(env, &cb, static_cast<vmtiInt>(sizeof cb)),
-                 "SetEventCallbacks") ||
-      !log.Check(env, (*env)->SetHeapSamplingInterval(env, static_cast<vmtiInt>(config.interval)),
-                 "SetHeapSamplingInterval")) {
-    return 1;
-  }
-  for (vmtiEvent e : {VMTI_EVENT_VM_DEATH, VMTI_EVENT_OBJECT_FREE, VMTI_EVENT_OBJECT_PROMOTE,
-                      VMTI_EVENT_GARBAGE_COLLECTION_FINISH, VMTI_EVENT_SAMPLED_OBJECT_ALLOC}) {
-    if (!log.Check(env, (*env)->SetEventNotificationMode(env, VMTI_ENABLE, e, nullptr),
-                   "SetEventNotificationMode")) {
-      return 1;
-    }
-  }
-  g_tracker = tracker.release();
-  return 0;
+  lifetimes::Config config;
+  if (lifetimes::ParseConfig(options, &config) != 0) return 1;
+  const int64_t interval = config.interval;
+  auto tracker = std::make_unique<Tracker>(std::move(config));
+  if (!tracker->OpenOutputs()) return 1;
+  vmtiEnv* env = agent::NewEnvironment(vm, Tracker::kName);
+  if (env == nullptr) return 1;
+  agent::Setup setup;
+  setup.capabilities.can_generate_sampled_alloc_events = 1;
+  setup.capabilities.can_tag_objects = 1;
+  setup.capabilities.can_generate_object_free_events = 1;
+  setup.capabilities.can_generate_object_promote_events = 1;
+  setup.capabilities.can_generate_garbage_collection_events = 1;
+  setup.callbacks.VMDeath = &agent::Callback<&Tracker::OnVMDeath>::Fn;
+  setup.callbacks.SampledObjectAlloc = &agent::Callback<&Tracker::OnSample>::Fn;
+  setup.callbacks.ObjectFree = &agent::Callback<&Tracker::OnFree>::Fn;
+  setup.callbacks.ObjectPromote = &agent::Callback<&Tracker::OnPromote>::Fn;
+  setup.callbacks.GarbageCollectionFinish = &agent::Callback<&Tracker::OnGcFinish>::Fn;
+  setup.events = {VMTI_EVENT_VM_DEATH, VMTI_EVENT_OBJECT_FREE, VMTI_EVENT_OBJECT_PROMOTE,
+                  VMTI_EVENT_GARBAGE_COLLECTION_FINISH, VMTI_EVENT_SAMPLED_OBJECT_ALLOC};
+  setup.interval = interval;
+  // The instance lives until the process ends (common/agent.h), even if
+  // Install fails after its environment could already reach it.
+  Tracker* instance = tracker.release();
+  return agent::Install(env, instance, setup, &instance->log()) ? 0 : 1;
 }
