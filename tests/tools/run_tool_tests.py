@@ -695,7 +695,7 @@ def fake_three_agents_together():
 
 BAD = {
     "heapprof": ["interval=abc", "interval=-5", "format=svg", "http=70000", "depth=0",
-                 "threads=main++x", "dump_every=0", "bogus=1", "space=x", "top=-1"],
+                 "threads=main+++x", "dump_every=0", "bogus=1", "space=x", "top=-1"],
     "leakcheck": ["interval=1q", "every=-1", "confidence=2", "depth=x", "gc_every=1x", "nope"],
     "lifetimes": ["interval=", "top=0", "trace=", "x=1"],
 }
