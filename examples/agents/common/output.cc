@@ -220,6 +220,19 @@ bool OutputStream::Close(std::string* error) {
   return false;
 }
 
+namespace {
+std::atomic<bool> g_output_failed{false};
+}  // namespace
+
+void NoteOutputFailed() { g_output_failed.store(true); }
+
+void ExitIfOutputFailed() {
+  if (!g_output_failed.load()) return;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  _exit(1);
+}
+
 std::string HumanBytes(double bytes) {
   static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;

@@ -68,6 +68,14 @@ class OutputStream {
   std::string buffer_;
 };
 
+// An output that could not be written fails the run: the agent calls
+// NoteOutputFailed when it reports the failure, and its Agent_OnUnload
+// calls ExitIfOutputFailed, which (after every agent's VMDeath, so no other
+// agent loses its outputs) flushes stdio and ends the process with status 1.
+// The state is per agent library (each links its own copy of this code).
+void NoteOutputFailed();
+void ExitIfOutputFailed();
+
 // "12.3 MiB", "512 B".
 std::string HumanBytes(double bytes);
 

@@ -140,10 +140,6 @@ void ReleaseSigusr2() {
   g_signal_installed = false;
 }
 
-// Set when a profile could not be written: Agent_OnUnload then fails the
-// run (exit status 1), after every agent's VMDeath has run.
-std::atomic<bool> g_write_failed{false};
-
 double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -368,7 +364,7 @@ class Profiler {
     std::string error;
     if (!agent::WriteOutput(path, data, &error)) {
       std::fprintf(stderr, "heapprof: %s\n", error.c_str());
-      g_write_failed.store(true);
+      agent::NoteOutputFailed();
       return false;
     }
     return true;
@@ -694,9 +690,4 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
 
 // After every agent's VMDeath: a profile that could not be written fails
 // the run, so that scripts notice (the summary said which and why).
-VMTI_EXPORT void Agent_OnUnload(vmtiVM*) {
-  if (!heapprof::g_write_failed.load()) return;
-  std::fflush(stdout);
-  std::fflush(stderr);
-  _exit(1);
-}
+VMTI_EXPORT void Agent_OnUnload(vmtiVM*) { agent::ExitIfOutputFailed(); }

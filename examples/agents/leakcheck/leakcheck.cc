@@ -261,6 +261,7 @@ class Checker {
       std::string error;
       if (agent::WriteOutput(config_.file, s, &error)) return;
       std::fprintf(stderr, "%s: %s; the report follows\n", kName, error.c_str());
+      agent::NoteOutputFailed();
     }
     std::fputs(s.c_str(), stderr);
     std::fflush(stderr);
@@ -662,3 +663,7 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   Checker* instance = checker.release();
   return agent::Install(env, instance, setup, &instance->log()) ? 0 : 1;
 }
+
+// After every agent's VMDeath: an output that could not be written fails the
+// run (common/output.h), so that scripts notice.
+VMTI_EXPORT void Agent_OnUnload(vmtiVM*) { agent::ExitIfOutputFailed(); }

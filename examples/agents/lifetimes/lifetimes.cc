@@ -247,6 +247,7 @@ class Tracker {
         std::string error;
         if (!trace_.Close(&error)) {
           std::fprintf(stderr, "%s: %s; the trace is incomplete\n", kName, error.c_str());
+          agent::NoteOutputFailed();
         }
       }
       report = ReportLocked();
@@ -255,6 +256,7 @@ class Tracker {
       std::string error;
       if (agent::WriteOutput(config_.file, report, &error)) return;
       std::fprintf(stderr, "%s: %s; the report follows\n", kName, error.c_str());
+      agent::NoteOutputFailed();
     }
     std::fputs(report.c_str(), stderr);
     std::fflush(stderr);
@@ -408,3 +410,7 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   Tracker* instance = tracker.release();
   return agent::Install(env, instance, setup, &instance->log()) ? 0 : 1;
 }
+
+// After every agent's VMDeath: an output that could not be written fails the
+// run (common/output.h), so that scripts notice.
+VMTI_EXPORT void Agent_OnUnload(vmtiVM*) { agent::ExitIfOutputFailed(); }
