@@ -59,13 +59,22 @@ ToolInterface::~ToolInterface() = default;
 absl::Status ToolInterface::LoadAgents(const std::vector<std::string>& agent_options) {
   const std::vector<std::string> agent_dirs = AgentSearchPath();
   // Every option is checked before any agent runs: a malformed one is a bad
-  // command line (InvalidArgument, exit 2), with no agent half started.
+  // command line (InvalidArgument, exit 2), with no agent half started. A
+  // library that is not found is reported only once every option has been
+  // seen to be well-formed, so that the exit code does not depend on order.
   std::vector<AgentSpec> specs;
+  absl::Status not_found;
   for (const std::string& option : agent_options) {
     absl::StatusOr<AgentSpec> spec = ParseAgentOption(option, agent_dirs);
-    if (!spec.ok()) return spec.status();
-    specs.push_back(*std::move(spec));
+    if (spec.ok()) {
+      specs.push_back(*std::move(spec));
+    } else if (spec.status().code() == absl::StatusCode::kInvalidArgument) {
+      return spec.status();
+    } else if (not_found.ok()) {
+      not_found = spec.status();
+    }
   }
+  if (!not_found.ok()) return not_found;
   for (const AgentSpec& spec : specs) {
     absl::StatusOr<AgentLibrary> lib = AgentLibrary::Open(spec);
     if (!lib.ok()) return lib.status();

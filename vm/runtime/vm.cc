@@ -156,8 +156,10 @@ void VM::EndProcess(VMThread* t, int code, bool output_locked) {
   // (ReportError) must not hold the stop up.
   if (!output_locked) output_mu_.lock();
   // The program's output before the agents' last word, so that a second
-  // signal during a slow VMDeath cannot lose it.
-  std::fflush(options_.out);
+  // signal during a slow VMDeath cannot lose it. A failure is kept for
+  // ExitProcessLocked: a later flush no longer knows its reason.
+  errno = 0;
+  if (std::fflush(options_.out) != 0 && out_errno_ == 0) out_errno_ = errno != 0 ? errno : EIO;
   Die(t);
   ExitProcessLocked(code);
 }
