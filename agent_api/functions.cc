@@ -679,7 +679,7 @@ vmtiError GetSampleInfo(vmtiEnv* env, vmtiSampleInfo* info_ptr) {
 
 vmtiError ForceGarbageCollection(vmtiEnv* env) {
   VMTI_ENTER(env, kLive, false);
-  e->tool->ForceGarbageCollection();
+  if (!e->tool->ForceGarbageCollection()) return VMTI_ERROR_WRONG_PHASE;
   return VMTI_ERROR_NONE;
 }
 

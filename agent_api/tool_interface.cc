@@ -179,14 +179,14 @@ uint64_t ToolInterface::CollectionEpoch() const { return vm_->heap()->Collection
 
 gc::WeakTable& ToolInterface::weak_table() { return vm_->heap()->weak_table(); }
 
-void ToolInterface::ForceGarbageCollection() {
+bool ToolInterface::ForceGarbageCollection() {
   VMThread* self = CurrentThreadState().thread;
   // When the dying thread is not a VM thread (a signal's shutdown), both are
   // null for every agent thread too: the safepoint then tells the dying OS
-  // thread from the others (SafepointManager::Begin).
-  if (dying_.load(std::memory_order_acquire) && self != dying_thread_.load()) return;
-  vm_->heap()->CollectGarbage(self != nullptr ? &self->mutator : nullptr,
-                              gc::GcCause::kExplicit);
+  // thread from the others (SafepointManager::Begin), and no collection runs.
+  if (dying_.load(std::memory_order_acquire) && self != dying_thread_.load()) return false;
+  return vm_->heap()->CollectGarbage(self != nullptr ? &self->mutator : nullptr,
+                                     gc::GcCause::kExplicit);
 }
 
 vmtiWeak ToolInterface::NewWeakRef(gc::Object* obj) {

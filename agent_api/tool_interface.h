@@ -110,7 +110,9 @@ class ToolInterface final : public ToolHooks,
   gc::Object* ResolveObject(vmtiObject handle);
   uint64_t CollectionEpoch() const;
   gc::WeakTable& weak_table();
-  void ForceGarbageCollection();
+  // False (no collection) on a thread other than the one ending the VM once
+  // it is ending: every other thread is stopped for good by then.
+  bool ForceGarbageCollection();
 
   // Weak references made with NewWeakRef (no events).
   vmtiWeak NewWeakRef(gc::Object* obj);

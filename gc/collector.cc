@@ -125,7 +125,13 @@ GenerationalHeap::GcKind GenerationalHeap::Collect(Mutator* requester, GcCause c
     std::fflush(options_.gc_log);
   }
   safepoints_.End(requester);
-  if (!events.empty()) DeliverWeakEvents(std::move(events));
+  // An explicit collection (no allocation waiting on it) returns after its
+  // ObjectFree/ObjectPromote events, so that an agent that forced it sees
+  // its results; an allocation must not wait (it holds a raw pointer).
+  if (!events.empty()) {
+    DeliverWeakEvents(std::move(events), requester,
+                      /*wait=*/allocation == nullptr && cause == GcCause::kExplicit);
+  }
   return kind;
 }
 
@@ -188,10 +194,11 @@ void GenerationalHeap::UpdateTenuringThreshold(
   tenuring_threshold_ = std::min({age, options_.max_tenuring_threshold, gc_word::kMaxAge});
 }
 
-void GenerationalHeap::CollectGarbage(Mutator* requester, GcCause cause) {
+bool GenerationalHeap::CollectGarbage(Mutator* requester, GcCause cause) {
   while (Collect(requester, cause, GcKind::kFull) == GcKind::kNone) {
-    if (safepoints_.stopped_for_good()) return;  // the VM is dying
+    if (safepoints_.stopped_for_good()) return false;  // the VM is dying
   }
+  return true;
 }
 
 void GenerationalHeap::RunAtSafepoint(Mutator* requester, absl::FunctionRef<void(Mutator*)> fn) {
@@ -230,12 +237,37 @@ void GenerationalHeap::VerifyNow(Mutator* requester) {
 // whichever thread finds no delivery in progress drains it; a collection
 // that happens meanwhile (even inside the observer, on the delivering thread)
 // only enqueues, and the drain loop picks its events up in order.
-void GenerationalHeap::DeliverWeakEvents(std::vector<WeakEvent> events) {
+void GenerationalHeap::DeliverWeakEvents(std::vector<WeakEvent> events, Mutator* requester,
+                                         bool wait) {
+  uint64_t mine;
   {
     MutexLock lock(&observer_mu_);
     pending_events_.insert(pending_events_.end(), events.begin(), events.end());
-    if (delivering_) return;
-    delivering_ = true;
+    queued_events_ += events.size();
+    mine = queued_events_;
+    if (delivering_) {
+      // The delivering thread is this one further up its stack (a callback
+      // that collected): it picks these up after returning. Never wait on
+      // oneself.
+      if (!wait || delivering_thread_ == std::this_thread::get_id()) return;
+      // At VM death the delivering thread may be stopped for good inside
+      // its delivery: waiting for it would never end.
+      if (safepoints_.stopped_for_good()) return;
+    } else {
+      delivering_ = true;
+      delivering_thread_ = std::this_thread::get_id();
+      wait = false;  // this thread delivers them itself, below
+    }
+  }
+  if (wait) {
+    // Blocked: the delivering thread's callbacks may need a safepoint.
+    if (requester != nullptr) EnterBlocked(requester);
+    {
+      MutexLock lock(&observer_mu_);
+      while (delivered_events_ < mine) delivered_cv_.Wait(&observer_mu_);
+    }
+    if (requester != nullptr) LeaveBlocked(requester);
+    return;
   }
   std::vector<WeakEvent> batch;
   for (;;) {
@@ -244,7 +276,9 @@ void GenerationalHeap::DeliverWeakEvents(std::vector<WeakEvent> events) {
       MutexLock lock(&observer_mu_);
       if (pending_events_.empty() || observer_ == nullptr) {
         pending_events_.clear();
+        delivered_events_ = queued_events_;
         delivering_ = false;
+        delivered_cv_.SignalAll();
         return;
       }
       batch.swap(pending_events_);
@@ -252,6 +286,11 @@ void GenerationalHeap::DeliverWeakEvents(std::vector<WeakEvent> events) {
       observer = observer_;
     }
     observer->OnWeakEvents(batch);
+    {
+      MutexLock lock(&observer_mu_);
+      delivered_events_ += batch.size();
+      delivered_cv_.SignalAll();
+    }
     batch.clear();
   }
 }

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -43,7 +44,7 @@ class GenerationalHeap final : public Heap {
   void AttachMutator(Mutator* m) override;
   void DetachMutator(Mutator* m) override;
   Object* AllocateSlow(Mutator* m, const ClassLayout* cls, size_t size, uint64_t length) override;
-  void CollectGarbage(Mutator* requester, GcCause cause) override;
+  bool CollectGarbage(Mutator* requester, GcCause cause) override;
   void SafepointPoll(Mutator* m) override { safepoints_.Poll(m); }
   void EnterBlocked(Mutator* m) override { safepoints_.EnterBlocked(m); }
   void LeaveBlocked(Mutator* m) override { safepoints_.LeaveBlocked(m); }
@@ -110,7 +111,10 @@ class GenerationalHeap final : public Heap {
   void VisitAllRoots(RootVisitor& visitor);
   void UpdateTenuringThreshold(const std::array<uint64_t, gc_word::kMaxAge + 1>& age_bytes);
   void Verify(const char* when);
-  void DeliverWeakEvents(std::vector<WeakEvent> events);
+  // `wait`: return only once these events were delivered, even when another
+  // thread is delivering (an explicit collection: its caller reads the
+  // results right after); `requester` waits in a blocked region then.
+  void DeliverWeakEvents(std::vector<WeakEvent> events, Mutator* requester, bool wait);
   size_t UsedBytes() const { return young_->used() + old_->used_bytes(); }
 
   const HeapOptions options_;
@@ -143,6 +147,12 @@ class GenerationalHeap final : public Heap {
   WeakObserver* observer_ ABSL_GUARDED_BY(observer_mu_) = nullptr;
   std::vector<WeakEvent> pending_events_ ABSL_GUARDED_BY(observer_mu_);
   bool delivering_ ABSL_GUARDED_BY(observer_mu_) = false;
+  std::thread::id delivering_thread_ ABSL_GUARDED_BY(observer_mu_);
+  // Events queued and delivered so far: a waiter's events are delivered
+  // once delivered_events_ reaches the count after its own were queued.
+  uint64_t queued_events_ ABSL_GUARDED_BY(observer_mu_) = 0;
+  uint64_t delivered_events_ ABSL_GUARDED_BY(observer_mu_) = 0;
+  CondVar delivered_cv_;
 };
 
 }  // namespace minivm::gc

@@ -107,8 +107,9 @@ class Heap {
   virtual Object* AllocateSlow(Mutator* m, const ClassLayout* cls, size_t size,
                                uint64_t length) = 0;
 
-  // A full collection requested by the program or an agent.
-  virtual void CollectGarbage(Mutator* requester, GcCause cause) = 0;
+  // A full collection requested by the program or an agent. False when
+  // none ran: the world is stopped for good (VM death) by another thread.
+  virtual bool CollectGarbage(Mutator* requester, GcCause cause) = 0;
 
   // Called by a thread whose poll word is set; returns when the safepoint or
   // handshake that set it is over.

@@ -31,7 +31,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -385,10 +387,42 @@ vmtiError GetSampleInfo(vmtiEnv*, vmtiSampleInfo* i) {
   return VMTI_ERROR_NONE;
 }
 void Collect();
+// The fake VM runs its workload on one OS thread. A collection asked for by
+// another thread (an agent's worker) is served there between two
+// allocations, as a real VM's safepoint would; the caller waits for it,
+// unless the VM is ending (then it returns at once, as minivm does).
+std::mutex g_gc_mu;
+std::condition_variable g_gc_cv;
+int64_t g_gc_requested = 0;  // guarded by g_gc_mu
+int64_t g_gc_served = 0;     // guarded by g_gc_mu
+bool g_ending = false;       // guarded by g_gc_mu
+std::thread::id g_main_thread;
 vmtiError ForceGarbageCollection(vmtiEnv*) {
-  LIVE_ONLY();
-  Collect();
+  if (std::this_thread::get_id() == g_main_thread) {
+    LIVE_ONLY();
+    Collect();
+    return VMTI_ERROR_NONE;
+  }
+  // Another thread: g_vm belongs to the main thread, so only g_gc_mu's
+  // state is read here.
+  std::unique_lock<std::mutex> lk(g_gc_mu);
+  if (g_ending) return VMTI_ERROR_WRONG_PHASE;
+  const int64_t mine = ++g_gc_requested;
+  g_gc_cv.wait(lk, [&] { return g_gc_served >= mine || g_ending; });
   return VMTI_ERROR_NONE;
+}
+// On the main thread, between allocations.
+void ServeCollectionRequests() {
+  int64_t want;
+  {
+    std::lock_guard<std::mutex> g(g_gc_mu);
+    want = g_gc_requested;
+    if (want == g_gc_served) return;
+  }
+  Collect();
+  std::lock_guard<std::mutex> g(g_gc_mu);
+  g_gc_served = want;
+  g_gc_cv.notify_all();
 }
 // The virtual clock (see the top of this file).
 std::atomic<int64_t> g_clock_ns{0};
@@ -579,6 +613,7 @@ void Collect() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  g_main_thread = std::this_thread::get_id();
   std::string workload = "steady";
   int64_t scale = 1, seed = 0, young = 4 << 20;
   double spin = 0;
@@ -667,11 +702,17 @@ int main(int argc, char** argv) {
           since_gc = 0;
           Collect();
         }
+        ServeCollectionRequests();
       }
     }
     if (spin > 0 && r % 1000 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   g_vm.current = &g_vm.threads[0];
+  {
+    std::lock_guard<std::mutex> g(g_gc_mu);
+    g_ending = true;
+    g_gc_cv.notify_all();
+  }
   for (Env* e : g_vm.envs)
     if (e->global[VMTI_EVENT_VM_DEATH] && e->cb.VMDeath)
       e->cb.VMDeath(reinterpret_cast<vmtiEnv*>(e));

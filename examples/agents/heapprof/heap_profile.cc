@@ -10,7 +10,8 @@
 
 namespace heapprof {
 
-double HeapData::RecordAlloc(int64_t tag, const SiteKey& key, double weight, int64_t size) {
+double HeapData::RecordAlloc(int64_t tag, const SiteKey& key, double weight, int64_t size,
+                             uint64_t born) {
   double objects = size > 0 ? weight / static_cast<double>(size) : 0.0;
   std::lock_guard<std::mutex> g(mu_);
   auto it = index_.find(key);
@@ -26,7 +27,7 @@ double HeapData::RecordAlloc(int64_t tag, const SiteKey& key, double weight, int
   t.samples++;
   t.alloc_bytes += weight;
   t.alloc_objects += objects;
-  if (tag != 0 && live_.emplace(tag, LiveRecord{row, weight, objects, false}).second) {
+  if (tag != 0 && live_.emplace(tag, LiveRecord{row, weight, objects, false, born}).second) {
     t.live_samples++;
     t.inuse_bytes += weight;
     t.inuse_objects += objects;
@@ -66,6 +67,22 @@ void HeapData::RecordPromote(int64_t tag) {
 void HeapData::Copy(std::vector<Row>* rows) const {
   std::lock_guard<std::mutex> g(mu_);
   *rows = rows_;
+}
+
+void HeapData::CopyLiveAsOf(std::vector<Row>* rows, uint64_t collection) const {
+  std::lock_guard<std::mutex> g(mu_);
+  *rows = rows_;
+  for (const auto& [tag, rec] : live_) {
+    if (rec.born < collection) continue;
+    Totals& t = (*rows)[rec.row].totals;
+    if (--t.live_samples == 0) {
+      t.inuse_bytes = 0;  // exactly, as in RecordFree
+      t.inuse_objects = 0;
+    } else {
+      t.inuse_bytes -= rec.bytes;
+      t.inuse_objects -= rec.objects;
+    }
+  }
 }
 
 double HeapData::allocated_bytes() const {

@@ -51,12 +51,20 @@ struct Row {
 class HeapData {
  public:
   // tag 0: the object could not be tagged; it counts as allocated, not in use.
-  // Returns the estimated bytes allocated so far (all samples).
-  double RecordAlloc(int64_t tag, const SiteKey& key, double weight, int64_t size);
+  // `born`: the number of collections finished before the allocation (see
+  // CopyLiveAsOf). Returns the estimated bytes allocated so far (all samples).
+  double RecordAlloc(int64_t tag, const SiteKey& key, double weight, int64_t size,
+                     uint64_t born = 0);
   void RecordFree(int64_t tag);
   // Counts a live tagged sample as promoted (at most once per tag).
   void RecordPromote(int64_t tag);
   void Copy(std::vector<Row>* rows) const;
+  // The same, with in-use values as collection number `collection` (1 for
+  // the first) found them: samples born after it (born >= collection) are
+  // left out of in-use, since no collection has judged them yet. So a
+  // profile taken after a forced collection is exact however long the
+  // program kept allocating between that collection and the copy.
+  void CopyLiveAsOf(std::vector<Row>* rows, uint64_t collection) const;
   double allocated_bytes() const;
   // The estimated bytes of the samples not reported dead.
   double inuse_bytes() const;
@@ -73,6 +81,7 @@ class HeapData {
     double bytes;
     double objects;
     bool promoted;
+    uint64_t born;
   };
   mutable std::mutex mu_;
   std::unordered_map<SiteKey, uint32_t, KeyHash> index_;

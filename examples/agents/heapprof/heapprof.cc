@@ -140,6 +140,11 @@ void ReleaseSigusr2() {
   g_signal_installed = false;
 }
 
+// True on a thread inside CollectForLiveData's ForceGarbageCollection: the
+// collection runs on the thread that forced it, so its GarbageCollectionFinish
+// comes here too.
+thread_local bool tl_forcing = false;
+
 double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -178,7 +183,10 @@ class Profiler {
 
   // Inside the collection's pause: raw bookkeeping only.
   void OnGcFinish(vmtiEnv*) {
-    gc_count_.fetch_add(1, std::memory_order_release);
+    const uint64_t n = gc_count_.fetch_add(1, std::memory_order_acq_rel) + 1;
+    // The collection this thread forced runs on this thread: remember its
+    // number, which the profile's in-use data is taken as of.
+    if (tl_forcing) forced_gc_.store(n, std::memory_order_release);
     last_gc_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
                       std::memory_order_relaxed);
   }
@@ -197,7 +205,10 @@ class Profiler {
     // Tag first: the object cannot die before this callback returns, so the
     // record is in place before any ObjectFree for it.
     if (!log_.Check(env, (*env)->SetTag(env, object, tag), "SetTag")) tag = 0;
-    double allocated = data_.RecordAlloc(tag, key, info.weight, size);
+    // Born after the collections finished so far: no collection has judged
+    // it before the next one (HeapData::CopyLiveAsOf).
+    double allocated =
+        data_.RecordAlloc(tag, key, info.weight, size, gc_count_.load(std::memory_order_acquire));
     if (config_.gdump > 0) CheckHighWater();
     if (config_.dump_every > 0) {
       bool due = false;
@@ -229,7 +240,7 @@ class Profiler {
     const LiveNote note = CollectForLiveData(env, "at exit");
     std::vector<Row> rows;
     agent::SiteTable::Snapshot sites;
-    data_.Copy(&rows);
+    CopyRows(note, &rows);
     sites_.Copy(&sites);
     if (config_.top > 0) {
       std::string s = BuildSummary(rows, RelativeToProgram(sites), interval_.load(),
@@ -280,16 +291,37 @@ class Profiler {
   struct LiveNote {
     std::string summary;  // completes "N MiB live ..."
     std::string comment;  // a profile comment
+    uint64_t as_of = 0;   // the collection in-use data is as of; 0: as recorded
   };
+
+  void CopyRows(const LiveNote& note, std::vector<Row>* rows) const {
+    if (note.as_of > 0) {
+      data_.CopyLiveAsOf(rows, note.as_of);
+    } else {
+      data_.Copy(rows);
+    }
+  }
 
   // gc=1: a full collection now, so that in-use data is exact up to
   // sampling (its ObjectFree events have been delivered when
   // ForceGarbageCollection returns). gc=0: says when the last one ran.
   // Must be called with no agent lock held (see design point 5).
   LiveNote CollectForLiveData(vmtiEnv* env, const char* when) {
-    if (config_.gc &&
-        log_.Check(env, (*env)->ForceGarbageCollection(env), "ForceGarbageCollection")) {
+    forced_gc_.store(0, std::memory_order_relaxed);
+    tl_forcing = true;
+    // WRONG_PHASE: the VM is ending and this is not its last thread (a dump
+    // the worker drains during VMDeath); the data is then as recorded.
+    const vmtiError err = config_.gc ? (*env)->ForceGarbageCollection(env) : VMTI_ERROR_NONE;
+    const bool forced = config_.gc && (err == VMTI_ERROR_WRONG_PHASE ||
+                                       log_.Check(env, err, "ForceGarbageCollection")) &&
+                        err == VMTI_ERROR_NONE;
+    tl_forcing = false;
+    if (forced) {
       LiveNote note;
+      // Samples allocated after the collection (other threads ran on) are
+      // left out of in-use: it has not judged them. 0 if the collection
+      // did not report itself (then the data is as recorded).
+      note.as_of = forced_gc_.load(std::memory_order_acquire);
       note.summary = std::string("after a full collection ") + when;
       note.comment = "inuse: objects reachable at a full collection run just before this profile";
       return note;
@@ -336,6 +368,7 @@ class Profiler {
     note.summary = std::string("right after collection #") + std::to_string(gcs);
     note.comment = "inuse: as of collection #" + std::to_string(gcs) +
                    ", which set a new high-water mark (heapprof gdump; no collection forced)";
+    note.as_of = gcs;
     Enqueue(why, &note);
   }
 
@@ -411,7 +444,7 @@ class Profiler {
     d->copied = true;
     d->note = std::move(note);
     d->allocated = data_.allocated_bytes();
-    data_.Copy(&d->rows);
+    CopyRows(d->note, &d->rows);
     sites_.Copy(&d->sites);
   }
 
@@ -528,6 +561,7 @@ class Profiler {
   bool signal_acquired_ = false;
   uint64_t sigusr2_seen_ = 0;  // the worker's
   std::atomic<uint64_t> gc_count_{0};
+  std::atomic<uint64_t> forced_gc_{0};  // the number of the collection CollectForLiveData forced
   std::atomic<int64_t> last_gc_ns_{0};  // steady_clock, of the last GarbageCollectionFinish
   std::mutex gdump_mu_;
   std::atomic<uint64_t> gdump_seen_gc_{0};
