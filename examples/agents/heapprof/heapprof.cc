@@ -47,9 +47,10 @@
  *     delivered before it returns), so in-use figures count only reachable
  *     objects. Without it they are "as of the last collection", and a
  *     program that never collected would report every sampled byte live.
- *     The worker thread forces the collection for dumps; it holds no agent
- *     lock meanwhile, since a thread in a callback waiting for that lock
- *     could not reach the safepoint.
+ *     dump_every's collection runs on the allocating thread at the
+ *     crossing; SIGUSR2's and the control file's on the worker thread. No
+ *     agent lock is held meanwhile, since a thread in a callback waiting
+ *     for that lock could not reach the safepoint.
  *  6. One instance per environment (common/agent.h): the library may be
  *     loaded twice (`--heap-profile=a -agentlib:heapprof=...`), and each
  *     load is an independent profiler. Only SIGUSR2, which is process-wide,
@@ -221,11 +222,14 @@ class Profiler {
           due = true;
         }
       }
-      // With gc=1 the worker collects and then copies; otherwise the state
-      // is copied here, at the crossing, so that each numbered dump shows
-      // the heap at its threshold however late the worker runs. Encoding
-      // and writing happen on the worker.
-      if (due) Request("dump_every");
+      // The state is taken here, at the crossing (after a collection forced
+      // on this thread with gc=1), so that each numbered dump shows the heap
+      // at its threshold however late the worker runs. Encoding and writing
+      // happen on the worker.
+      if (due) {
+        const LiveNote note = CollectForLiveData(env, "at this dump's threshold");
+        Enqueue("dump_every", &note);
+      }
     }
   }
 
