@@ -290,8 +290,11 @@ class Checker {
       // (the schedule bounds their number, not their length).
       run = forced_ns_ <= kForcedTimeShare * static_cast<double>(start - start_ns_);
     }
+    // A collection must have happened: the VM skips it once it is dying.
+    const int64_t gc_before = gc_count_.load(std::memory_order_relaxed);
     const bool ok =
-        run && log_.Check(env, (*env)->ForceGarbageCollection(env), "ForceGarbageCollection");
+        run && log_.Check(env, (*env)->ForceGarbageCollection(env), "ForceGarbageCollection") &&
+        gc_count_.load(std::memory_order_relaxed) > gc_before;
     if (ok && paced) (*env)->GetTime(env, &end);
     std::lock_guard<std::mutex> g(mu_);
     forcing_ = false;
