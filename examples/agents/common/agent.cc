@@ -1,8 +1,24 @@
 #include "agent.h"
 
 #include <cstdio>
+#include <mutex>
+#include <vector>
 
 namespace agent {
+
+namespace {
+
+// Every instance Install saw, never freed (instances live until the process
+// ends): a root that keeps them reachable for leak checkers (LeakSanitizer)
+// when a host frees its environments at exit.
+void KeepForever(void* instance) {
+  static std::mutex* mu = new std::mutex;
+  static std::vector<void*>* kept = new std::vector<void*>;
+  std::lock_guard<std::mutex> g(*mu);
+  kept->push_back(instance);
+}
+
+}  // namespace
 
 vmtiEnv* NewEnvironment(vmtiVM* vm, const char* agent) {
   vmtiEnv* env = nullptr;
@@ -15,6 +31,7 @@ vmtiEnv* NewEnvironment(vmtiVM* vm, const char* agent) {
 }
 
 bool Install(vmtiEnv* env, void* instance, const Setup& setup, ErrorLog* log) {
+  KeepForever(instance);
   if (!log->Check(env, (*env)->SetEnvironmentLocalStorage(env, instance),
                   "SetEnvironmentLocalStorage") ||
       !log->Check(env, (*env)->AddCapabilities(env, &setup.capabilities), "AddCapabilities") ||

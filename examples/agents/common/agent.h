@@ -12,7 +12,8 @@
 //
 // Instances live until the process ends: the VM sends no event after
 // VMDeath, but a library may stay mapped and a late callback on another
-// thread must never find freed memory.
+// thread must never find freed memory. Install keeps a pointer to each, so
+// that leak checkers see them as reachable.
 #ifndef MINIVM_EXAMPLES_AGENTS_COMMON_AGENT_H_
 #define MINIVM_EXAMPLES_AGENTS_COMMON_AGENT_H_
 

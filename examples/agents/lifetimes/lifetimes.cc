@@ -21,8 +21,8 @@
  * opened at load in place and written as events arrive; the report is
  * written at VM death in one piece (common/output.h: temp file and rename
  * for a regular file). A write error is reported on stderr in one line at
- * VM death (the VM's exit status stays the program's); a report that could
- * not be written follows on stderr instead.
+ * VM death, a report that could not be written follows on stderr instead,
+ * and the run then exits with status 1 (Agent_OnUnload, common/output.h).
  *
  * Clocks. Lifetimes are measured in bytes allocated since birth (memtrace's
  * clock, independent of timing noise): the agent keeps the VM-wide estimate
