@@ -1,9 +1,11 @@
 // Checks of the tool agents' pure parts, without a VM: option parsing, file
-// numbering, the protobuf wire encoding, gzip, per-site aggregation and the
-// collapsed-stack writer. Prints one line per failed check and, last,
-// "unit_checks: N passed, M failed"; exit code 1 on any failure.
+// numbering, the protobuf wire encoding, gzip, per-site aggregation, the
+// collapsed-stack writer, and heapprof's delta profiles, legacy text and
+// symbols. Prints one line per failed
+// check and, last, "unit_checks: N passed, M failed"; exit code 1 on any failure.
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,7 @@
 #include "../../examples/agents/common/output.h"
 #include "../../examples/agents/common/pprof.h"
 #include "../../examples/agents/heapprof/heap_profile.h"
+#include "../../examples/agents/heapprof/heap_text.h"
 
 namespace {
 int passed = 0, failed = 0;
@@ -138,6 +141,112 @@ void Aggregation() {
   std::string raw;
   CHECK(pprof::Gunzip(gz, &raw) && raw.find("inuse_space") != std::string::npos);
 }
+
+// ---- heapprof's delta profiles and legacy text (heap_profile.h, heap_text.h) ----
+
+std::string Varint(uint64_t v) {
+  pprof::ProtoWriter w;
+  w.Varint(v);
+  return w.data();
+}
+
+// Two frames f (a.mv:3) <- main (a.mv:9), class Node, thread main.
+struct TinyProfile {
+  agent::SiteTable table;
+  agent::SiteTable::Snapshot sites;
+  heapprof::SiteKey key{}, other{};
+  TinyProfile() {
+    uint32_t cls = table.InternString("Node");
+    uint32_t thr = table.InternString("main");
+    table.Copy(&sites);
+    sites.frames.push_back({"f", "a.mv", 3});     // frame 1
+    sites.frames.push_back({"main", "a.mv", 9});  // frame 2
+    sites.stacks.push_back({1, 2});               // stack 1
+    sites.stacks.push_back({2});                  // stack 2
+    key = heapprof::SiteKey{1, cls, thr};
+    other = heapprof::SiteKey{2, cls, thr};
+  }
+};
+
+heapprof::Row MakeRow(heapprof::SiteKey k, double ao, double ab, double io, double ib) {
+  heapprof::Row r{k, heapprof::Totals()};
+  r.totals.alloc_objects = ao;
+  r.totals.alloc_bytes = ab;
+  r.totals.inuse_objects = io;
+  r.totals.inuse_bytes = ib;
+  r.totals.samples = 1;
+  return r;
+}
+
+void DeltaProfiles() {
+  TinyProfile t;
+  std::vector<heapprof::Row> base = {MakeRow(t.key, 10, 1000, 8, 800)};
+  std::vector<heapprof::Row> now = {MakeRow(t.key, 15, 1500, 2, 200),
+                                    MakeRow(t.other, 1, 64, 1, 64)};
+  std::vector<heapprof::Row> d = heapprof::SubtractRows(now, base);
+  CHECK(d.size() == 2 && d[0].key == t.key && d[0].totals.alloc_objects == 5 &&
+        d[0].totals.alloc_bytes == 500 && d[0].totals.inuse_objects == -6 &&
+        d[0].totals.inuse_bytes == -600 && d[0].totals.samples == 0);
+  CHECK(d[1].key == t.other && d[1].totals.alloc_bytes == 64);  // new since base: as is
+  // A key only in base (never happens with HeapData) comes back negated.
+  std::vector<heapprof::Row> gone = heapprof::SubtractRows({}, base);
+  CHECK(gone.size() == 1 && gone[0].totals.alloc_bytes == -1000);
+  CHECK(heapprof::SubtractRows(base, base)[0].totals.inuse_bytes == 0);
+
+  heapprof::DeltaWindow w;
+  w.start_nanos = 1000;
+  w.end_nanos = 1000 + 2000000000;
+  std::string raw;
+  CHECK(pprof::Gunzip(
+      heapprof::BuildDeltaPprof(d, t.sites, 4096, heapprof::ProfileKind::kAllocs, w), &raw));
+  CHECK(raw.find("\x48" + Varint(w.end_nanos)) != std::string::npos);  // time_nanos (9)
+  CHECK(raw.find("\x50" + Varint(2000000000)) != std::string::npos);   // duration_nanos (10)
+  // The negative in-use values survive (int64 -600: ten bytes).
+  CHECK(raw.find(Varint(static_cast<uint64_t>(int64_t{-600}))) != std::string::npos);
+  CHECK(raw.find("alloc_space") != std::string::npos);
+  // A delta with nothing changed has no sample at all (pprof's Merge drops
+  // all-zero samples): the function names are not even in the string table.
+  CHECK(pprof::Gunzip(heapprof::BuildDeltaPprof(heapprof::SubtractRows(base, base), t.sites, 4096,
+                                                heapprof::ProfileKind::kHeap, w),
+                      &raw) &&
+        raw.find("main") == std::string::npos);
+}
+
+void LegacyText() {
+  TinyProfile t;
+  CHECK(heapprof::FrameAddress(0) == 0x100008 && heapprof::FrameAddress(2) == 0x100028);
+  uint32_t f = 99;
+  CHECK(heapprof::FrameOfAddress(0x100027, 3, &f) && f == 2);  // pprof asks for address - 1
+  CHECK(heapprof::FrameOfAddress(0x100020, 3, &f) && f == 2);
+  CHECK(heapprof::FrameOfAddress(0x10002f, 3, &f) && f == 2);
+  CHECK(!heapprof::FrameOfAddress(0x100030, 3, &f));  // frame 3 does not exist
+  CHECK(!heapprof::FrameOfAddress(0xfffff, 3, &f));
+
+  std::vector<heapprof::Row> rows = {MakeRow(t.other, 2, 100, 0.4, 20),  // residue: 0 objects
+                                     MakeRow(t.key, 4, 400.4, 3, 299.6),
+                                     MakeRow(t.key, 0.2, 0.3, 0, 0)};  // rounds to nothing
+  std::string heap = heapprof::BuildLegacyText(rows, t.sites, 4096, heapprof::ProfileKind::kHeap);
+  // Totals are the sums of the lines; lines by in-use bytes.
+  const std::string head = "heap profile: 4: 320 [6: 500] @ heapprofile\n# minivm";
+  CHECK(heap.compare(0, head.size(), head) == 0);
+  CHECK(heap.find("sampling interval 4096 bytes") != std::string::npos);
+  size_t a = heap.find(
+      "\n3: 300 [4: 400] @ 0x100018 0x100028\n"
+      "#\t0x100018\tf\ta.mv:3\n#\t0x100028\tmain\ta.mv:9\n"
+      "#\tclass Node, thread main\n");
+  size_t b = heap.find("\n1: 20 [2: 100] @ 0x100028\n");  // 0 objects with 20 bytes: 1
+  CHECK(a != std::string::npos && b != std::string::npos && a < b);
+  CHECK(heap.find("\n0: 0 [0: 0]") == std::string::npos);
+  std::string allocs =
+      heapprof::BuildLegacyText(rows, t.sites, 4096, heapprof::ProfileKind::kAllocs);
+  CHECK(allocs.find("\n3: 300 [4: 400]") < allocs.find("\n1: 20 [2: 100]"));
+
+  CHECK(heapprof::LookupSymbols("", t.sites) == "num_symbols: 1\n");
+  CHECK(heapprof::LookupSymbols(
+            "0x100017+0x100027+junk+0x1++1048615+0x100037+-1+" + std::string(30, '9'), t.sites) ==
+        "num_symbols: 1\n0x100017 f\n0x100027 main\n0x100027 main\n");
+}
+
 }  // namespace
 
 int main() {
@@ -145,6 +254,8 @@ int main() {
   Paths();
   Proto();
   Aggregation();
+  DeltaProfiles();
+  LegacyText();
   std::printf("unit_checks: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }
