@@ -1,8 +1,9 @@
 // Checks of the tool agents' pure parts, without a VM: option parsing, file
 // numbering, the protobuf wire encoding, gzip, per-site aggregation, the
-// collapsed-stack writer, and heapprof's delta profiles, legacy text and
-// symbols. Prints one line per failed
+// collapsed-stack writer, and heapprof's HTTP endpoints without sockets
+// (delta profiles, legacy text, symbols, routing and query checks). Prints one line per failed
 // check and, last, "unit_checks: N passed, M failed"; exit code 1 on any failure.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -14,6 +15,7 @@
 #include "../../examples/agents/common/pprof.h"
 #include "../../examples/agents/heapprof/heap_profile.h"
 #include "../../examples/agents/heapprof/heap_text.h"
+#include "../../examples/agents/heapprof/pprof_http.h"
 
 namespace {
 int passed = 0, failed = 0;
@@ -142,7 +144,7 @@ void Aggregation() {
   CHECK(pprof::Gunzip(gz, &raw) && raw.find("inuse_space") != std::string::npos);
 }
 
-// ---- heapprof's delta profiles and legacy text (heap_profile.h, heap_text.h) ----
+// ---- heapprof's HTTP endpoints (pprof_http.h, heap_text.h) ----------------
 
 std::string Varint(uint64_t v) {
   pprof::ProtoWriter w;
@@ -247,6 +249,145 @@ void LegacyText() {
         "num_symbols: 1\n0x100017 f\n0x100027 main\n0x100027 main\n");
 }
 
+struct FakeSource {
+  int collections = 0;
+  bool collect_ok = true;
+  std::vector<int64_t> sleeps;
+  TinyProfile t;
+  std::vector<heapprof::Row> rows;
+  heapprof::PprofHandler Handler() {
+    heapprof::ProfileSource s;
+    s.snapshot = [this](std::vector<heapprof::Row>* r, agent::SiteTable::Snapshot* sites) {
+      if (r != nullptr) *r = rows;
+      *sites = t.sites;
+    };
+    s.collect = [this] {
+      collections++;
+      if (collect_ok) rows[0].totals.inuse_bytes = rows[0].totals.inuse_objects = 0;
+      return collect_ok;
+    };
+    s.interval = [] { return int64_t{4096}; };
+    return heapprof::PprofHandler(
+        s,
+        [this](int64_t seconds) {
+          sleeps.push_back(seconds);
+          rows[0].totals.alloc_bytes += 1000;  // what happens while the delta waits
+          return seconds != 13;                // 13: the server stops meanwhile
+        },
+        300);
+  }
+};
+
+heapprof::HttpReply Get(const heapprof::PprofHandler& h, const std::string& target,
+                        const std::string& method = "GET") {
+  heapprof::HttpRequest r;
+  r.method = method;
+  size_t q = target.find('?');
+  r.path = target.substr(0, q);
+  if (q != std::string::npos) {
+    r.raw_query = target.substr(q + 1);
+    size_t start = q + 1;
+    while (start <= target.size()) {  // no percent-decoding needed here
+      size_t end = std::min(target.find('&', start), target.size());
+      std::string kv = target.substr(start, end - start);
+      size_t eq = kv.find('=');
+      if (!kv.empty()) {
+        r.params.emplace(kv.substr(0, eq), eq == std::string::npos ? "" : kv.substr(eq + 1));
+      }
+      start = end + 1;
+    }
+  }
+  return h.Handle(r);
+}
+
+std::string Header(const heapprof::HttpReply& r, const std::string& name) {
+  for (const auto& h : r.headers) {
+    if (h.first == name) return h.second;
+  }
+  return "<none>";
+}
+
+void Endpoints() {
+  FakeSource src;
+  src.rows = {MakeRow(src.t.key, 4, 400, 3, 300)};
+  heapprof::PprofHandler h = src.Handler();
+  heapprof::HttpReply r = Get(h, "/debug/pprof/");
+  CHECK(r.status == 200 && r.content_type == "text/html; charset=utf-8" &&
+        r.body.find("<tr><td>1</td><td><a href='heap?debug=1'>heap</a>") != std::string::npos &&
+        r.body.find("href='allocs'") != std::string::npos);
+  r = Get(h, "/debug/pprof?x=1");
+  CHECK(r.status == 301 && Header(r, "Location") == "/debug/pprof/?x=1" && r.body.empty());
+  CHECK(Get(h, "/").status == 302);
+
+  r = Get(h, "/debug/pprof/heap");
+  CHECK(r.status == 200 && r.content_type == "application/octet-stream" &&
+        Header(r, "Content-Disposition") == "attachment; filename=\"heap\"" &&
+        r.body.compare(0, 2, "\x1f\x8b") == 0);
+  CHECK(Get(h, "/debug/pprof/allocs", "HEAD").status == 200);
+  r = Get(h, "/debug/pprof/heap?debug=1&foo=bar");  // unknown parameters are ignored
+  CHECK(r.status == 200 && r.content_type == "text/plain; charset=utf-8" &&
+        r.body.find("\n3: 300 [4: 400] @") != std::string::npos);
+  CHECK(src.collections == 0);
+  r = Get(h, "/debug/pprof/heap?gc=1&debug=1");
+  CHECK(r.status == 200 && src.collections == 1 &&
+        r.body.find("\n0: 0 [4: 400] @") != std::string::npos);
+  CHECK(Get(h, "/debug/pprof/allocs?gc=1&gc=7").status == 200 && src.collections == 2);  // first
+  CHECK(Get(h, "/debug/pprof/heap?gc=&debug=").status == 200 && src.collections == 2);   // absent
+  src.collect_ok = false;
+  r = Get(h, "/debug/pprof/heap?gc=1");
+  CHECK(r.status == 503 && Header(r, "X-Go-Pprof") == "1");
+  src.collect_ok = true;
+
+  r = Get(h, "/debug/pprof/allocs?seconds=2");
+  CHECK(r.status == 200 && src.sleeps.size() == 1 && src.sleeps[0] == 2 &&
+        Header(r, "Content-Disposition") == "attachment; filename=\"allocs-delta\"");
+  std::string raw;
+  CHECK(pprof::Gunzip(r.body, &raw) && raw.find(Varint(1000)) != std::string::npos);
+  int before = src.collections;
+  CHECK(Get(h, "/debug/pprof/heap?seconds=1&gc=1").status == 200 &&
+        src.collections == before + 2);  // one before each snapshot
+  r = Get(h, "/debug/pprof/heap?seconds=13");
+  CHECK(r.status == 503 && r.body == "heapprof: the VM is exiting\n");
+
+  struct Bad {
+    const char* target;
+    const char* message;
+  } bad[] = {
+      {"/debug/pprof/heap?seconds=abc",
+       "invalid value for \"seconds\" - must be a positive integer"},
+      {"/debug/pprof/heap?seconds=0", "invalid value for \"seconds\" - must be a positive integer"},
+      {"/debug/pprof/heap?seconds=-1",
+       "invalid value for \"seconds\" - must be a positive integer"},
+      {"/debug/pprof/heap?seconds=1e3",
+       "invalid value for \"seconds\" - must be a positive integer"},
+      {"/debug/pprof/heap?gc=2", "invalid value for \"gc\" - must be 0 or 1"},
+      {"/debug/pprof/allocs?debug=7", "invalid value for \"debug\" - must be 0 or 1"},
+      {"/debug/pprof/heap?seconds=300", "profile duration exceeds server's WriteTimeout (300 s)"},
+      {"/debug/pprof/heap?seconds=1&debug=1", "seconds and debug params are incompatible"},
+  };
+  for (const Bad& b : bad) {
+    r = Get(h, b.target);
+    CHECK(r.status == 400 && r.body == std::string(b.message) + "\n" &&
+          r.content_type == "text/plain; charset=utf-8" && Header(r, "X-Go-Pprof") == "1");
+  }
+  CHECK(src.sleeps.size() == 3);  // no bad request waited
+
+  CHECK(Get(h, "/debug/pprof/nope").status == 404);
+  CHECK(Get(h, "/debug/pprof/heap/").status == 404);
+  CHECK(Get(h, "/favicon.ico").status == 404);
+  r = Get(h, "/debug/pprof/heap", "POST");
+  CHECK(r.status == 405 && Header(r, "Allow") == "GET, HEAD");
+  CHECK(Get(h, "/debug/pprof/", "DELETE").status == 405);
+  r = Get(h, "/debug/pprof/symbol?0x100017", "GET");
+  CHECK(r.status == 200 && r.body == "num_symbols: 1\n0x100017 f\n");
+  heapprof::HttpRequest post;
+  post.method = "POST";
+  post.path = "/debug/pprof/symbol";
+  post.body = "0x100027+0x100017";
+  CHECK(h.Handle(post).body == "num_symbols: 1\n0x100027 main\n0x100017 f\n");
+  r = Get(h, "/debug/pprof/symbol", "PUT");
+  CHECK(r.status == 405 && Header(r, "Allow") == "GET, HEAD, POST");
+}
 }  // namespace
 
 int main() {
@@ -256,6 +397,7 @@ int main() {
   Aggregation();
   DeltaProfiles();
   LegacyText();
+  Endpoints();
   std::printf("unit_checks: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }
