@@ -46,7 +46,8 @@ bool FrameOfAddress(uint64_t address, size_t frame_count, uint32_t* frame) {
 }
 
 std::string BuildLegacyText(const std::vector<Row>& rows, const agent::SiteTable::Snapshot& sites,
-                            int64_t interval, ProfileKind kind) {
+                            int64_t interval, ProfileKind kind,
+                            const std::vector<std::string>& comments) {
   std::vector<Line> lines;
   Line total{nullptr, 0, 0, 0, 0};
   for (const Row& r : rows) {
@@ -78,12 +79,17 @@ std::string BuildLegacyText(const std::vector<Row>& rows, const agent::SiteTable
   std::snprintf(buf, sizeof buf,
                 "# minivm heapprof, sampling interval %" PRId64
                 " bytes. Values are unbiased estimates\n"
-                "# for the whole heap (in use: as of the last collection), hence \"heapprofile\"\n"
-                "# rather than Go's \"heap/%" PRId64
-                "\", which would have pprof scale them again.\n"
+                "# for the whole heap, hence \"heapprofile\" rather than Go's \"heap/%" PRId64
+                "\",\n"
+                "# which would have pprof scale them again.\n"
                 "# Addresses stand for source lines: names come from ./symbol.\n",
                 interval, 2 * interval);
   out += buf;
+  for (std::string c : comments) {
+    std::replace(c.begin(), c.end(), '\n', ' ');  // (a program argument might hold one)
+    std::replace(c.begin(), c.end(), '\r', ' ');
+    out += "# " + c + "\n";
+  }
   for (const Line& l : lines) {
     out += '\n';
     out += counts(l);

@@ -54,9 +54,11 @@ bool FrameOfAddress(uint64_t address, size_t frame_count, uint32_t* frame);
 
 // The legacy text of `rows`: one sample per row whose four rounded values
 // are not all 0, sorted by in-use bytes (kHeap) or allocated bytes (kAllocs),
-// each followed by '#' lines naming its frames, class and thread.
+// each followed by '#' lines naming its frames, class and thread; after the
+// header, `comments` as '#' lines.
 std::string BuildLegacyText(const std::vector<Row>& rows, const agent::SiteTable::Snapshot& sites,
-                            int64_t interval, ProfileKind kind);
+                            int64_t interval, ProfileKind kind,
+                            const std::vector<std::string>& comments = {});
 
 // Go's symbol service: `query` is addresses joined by '+' (hexadecimal with
 // 0x, or decimal); the answer is "num_symbols: 1" and one line

@@ -149,6 +149,7 @@ HttpReply PprofHandler::Index() const {
 
 HttpReply PprofHandler::Profile(const HttpRequest& request, ProfileKind kind) const {
   const char* name = kind == ProfileKind::kHeap ? "heap" : "allocs";
+  const std::string path = std::string("/debug/pprof/") + name;
   bool gc = false, debug = false;
   int64_t seconds = 0;
   std::string sec = FormValue(request.params, "seconds");
@@ -188,18 +189,29 @@ HttpReply PprofHandler::Profile(const HttpRequest& request, ProfileKind kind) co
     source_.snapshot(&now, &sites);
     window.end_nanos = agent::WallNanos();
     r = Reply(200, "application/octet-stream",
-              BuildDeltaPprof(SubtractRows(now, rows), sites, source_.interval(), kind, window));
+              BuildDeltaPprof(SubtractRows(now, rows), sites, source_.interval(), kind, window,
+                              Comments(path + "?seconds=" + std::to_string(seconds) +
+                                           ": what changed in that many seconds",
+                                       gc),
+                              source_.main_binary));
     r.headers.emplace_back("Content-Disposition",
                            std::string("attachment; filename=\"") + name + "-delta\"");
   } else if (debug) {
-    return Reply(200, kText, BuildLegacyText(rows, sites, source_.interval(), kind));
+    return Reply(200, kText,
+                 BuildLegacyText(rows, sites, source_.interval(), kind, Comments(path, gc)));
   } else {
-    r = Reply(200, "application/octet-stream", BuildPprof(rows, sites, source_.interval(), kind));
+    r = Reply(
+        200, "application/octet-stream",
+        BuildPprof(rows, sites, source_.interval(), kind, Comments(path, gc), source_.main_binary));
     r.headers.emplace_back("Content-Disposition",
                            std::string("attachment; filename=\"") + name + "\"");
   }
   if (r.body.empty()) return Error(500, "heapprof: could not encode the profile");
   return r;
+}
+
+std::vector<std::string> PprofHandler::Comments(const std::string& what, bool collected) const {
+  return source_.comments ? source_.comments(what, collected) : std::vector<std::string>();
 }
 
 HttpReply PprofHandler::Symbol(const HttpRequest& request) const {

@@ -60,6 +60,12 @@ struct ProfileSource {
   std::function<bool()> collect;
   // The current sampling interval, bytes.
   std::function<int64_t()> interval;
+  // A profile's comments (`go tool pprof -comments`): `what` it is, for
+  // which program, and how live its in-use values are (`collected`: a
+  // collection was forced for it). May be empty.
+  std::function<std::vector<std::string>(const std::string& what, bool collected)> comments;
+  // The name of the profile's main mapping (pprof's "File:").
+  std::string main_binary = "minivm";
 };
 
 class PprofHandler {
@@ -76,6 +82,7 @@ class PprofHandler {
   HttpReply Index() const;
   HttpReply Profile(const HttpRequest& request, ProfileKind kind) const;
   HttpReply Symbol(const HttpRequest& request) const;
+  std::vector<std::string> Comments(const std::string& what, bool collected) const;
 
   ProfileSource source_;
   std::function<bool(int64_t)> sleep_;
