@@ -15,11 +15,20 @@
 //
 //   fake_vm [--workload steady|leak|mixed] [--scale N] [--seed S]
 //           [--young BYTES] [--spin SECONDS] [--gc-ns N] [--awkward-names]
-//           -agentpath:LIB[=OPTS]...
+//           [--idle SECONDS] [--rounds N] -agentpath:LIB[=OPTS]...
 //
 // Its clock (GetTime) is virtual, so that agents' time-based decisions
 // (leakcheck's pacer) are deterministic: 1 ns per byte allocated (a program
 // allocating 1 GB/s) plus --gc-ns (default 0) per collection.
+//
+// --rounds: the workload's rounds (default 20000 x scale).
+// --idle: after the workload, allocate nothing for that long before VM
+// death, having printed on stderr, per site (leaf frame), the bytes of the
+// sampled objects alive now and of those that the next collection leaves:
+//   fake_vm: idle {"render fake.mv:12": [LIVE, LIVE_AFTER_GC], ...}
+// (--idle=stdin: until stdin is closed, so that a test decides when).
+// ForceGarbageCollection may come from an agent's own thread (heapprof's
+// ?gc=1): the workload runs under g_vm_mu, which the forced collection takes.
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -31,7 +40,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <random>
@@ -114,6 +122,9 @@ struct Vm {
   std::unordered_map<int64_t, Object> objects;  // sampled, alive
   int64_t next_object = 1;
   bool in_gc = false;
+  // VMDeath has begun: collections forced from other threads do nothing.
+  bool dying = false;
+  std::thread::id dying_thread;
   // the sample being reported
   bool in_sample = false;
   int64_t sample_id = 0;  // the object being reported: a root
@@ -387,42 +398,26 @@ vmtiError GetSampleInfo(vmtiEnv*, vmtiSampleInfo* i) {
   return VMTI_ERROR_NONE;
 }
 void Collect();
-// The fake VM runs its workload on one OS thread. A collection asked for by
-// another thread (an agent's worker) is served there between two
-// allocations, as a real VM's safepoint would; the caller waits for it,
-// unless the VM is ending (then it returns at once, as minivm does).
-std::mutex g_gc_mu;
-std::condition_variable g_gc_cv;
-int64_t g_gc_requested = 0;  // guarded by g_gc_mu
-int64_t g_gc_served = 0;     // guarded by g_gc_mu
-bool g_ending = false;       // guarded by g_gc_mu
-std::thread::id g_main_thread;
+// Held while the workload runs a round and by forced collections, so that a
+// collection forced from an agent's thread runs between rounds (as at a
+// safepoint). Recursive: an agent may force one from a callback of the
+// round (leakcheck gc_every). The workload yields the lock between rounds
+// while g_vm_waiters says another thread wants it, as a mutator stops at a
+// safepoint that another thread requested: a mutex alone would let the
+// workload take it back at once, round after round.
+std::recursive_mutex g_vm_mu;
+std::atomic<int> g_vm_waiters{0};
 vmtiError ForceGarbageCollection(vmtiEnv*) {
-  if (std::this_thread::get_id() == g_main_thread) {
-    LIVE_ONLY();
-    Collect();
-    return VMTI_ERROR_NONE;
+  g_vm_waiters.fetch_add(1);
+  std::unique_lock<std::recursive_mutex> g(g_vm_mu);
+  g_vm_waiters.fetch_sub(1);
+  // As minivm's: from another thread than the dying one, no collection.
+  if (g_vm.dying && std::this_thread::get_id() != g_vm.dying_thread) {
+    return VMTI_ERROR_WRONG_PHASE;
   }
-  // Another thread: g_vm belongs to the main thread, so only g_gc_mu's
-  // state is read here.
-  std::unique_lock<std::mutex> lk(g_gc_mu);
-  if (g_ending) return VMTI_ERROR_WRONG_PHASE;
-  const int64_t mine = ++g_gc_requested;
-  g_gc_cv.wait(lk, [&] { return g_gc_served >= mine || g_ending; });
-  return VMTI_ERROR_NONE;
-}
-// On the main thread, between allocations.
-void ServeCollectionRequests() {
-  int64_t want;
-  {
-    std::lock_guard<std::mutex> g(g_gc_mu);
-    want = g_gc_requested;
-    if (want == g_gc_served) return;
-  }
+  LIVE_ONLY();
   Collect();
-  std::lock_guard<std::mutex> g(g_gc_mu);
-  g_gc_served = want;
-  g_gc_cv.notify_all();
+  return VMTI_ERROR_NONE;
 }
 // The virtual clock (see the top of this file).
 std::atomic<int64_t> g_clock_ns{0};
@@ -613,10 +608,11 @@ void Collect() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  g_main_thread = std::this_thread::get_id();
   std::string workload = "steady";
   int64_t scale = 1, seed = 0, young = 4 << 20;
-  double spin = 0;
+  double spin = 0, idle = 0;
+  bool idle_stdin = false;
+  int64_t rounds = -1;
   std::vector<std::pair<std::string, std::string>> agents;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
@@ -637,6 +633,12 @@ int main(int argc, char** argv) {
       g_gc_ns = std::atoll(val("--gc-ns=").c_str());
     else if (a == "--awkward-names")
       g_name_suffix = "\"q\\b\x01\n\t\x7f\xff\xc3(";
+    else if (val("--idle=") == "stdin")
+      idle_stdin = true;
+    else if (val("--idle=") != "\x01")
+      idle = std::atof(val("--idle=").c_str());
+    else if (val("--rounds=") != "\x01")
+      rounds = std::atoll(val("--rounds=").c_str());
     else if (val("-agentpath:") != "\x01") {
       std::string s = val("-agentpath:");
       size_t eq = s.find('=');
@@ -682,7 +684,8 @@ int main(int argc, char** argv) {
 
   // Rounds: every site allocates `weight` objects per round on alternating
   // threads; a young collection every `young` bytes.
-  int64_t since_gc = 0, rounds = 20000 * scale;
+  int64_t since_gc = 0;
+  if (rounds < 0) rounds = 20000 * scale;
   std::vector<size_t> size_ix(g_vm.sites.size(), 0);
   auto t0 = std::chrono::steady_clock::now();
   for (int64_t r = 0;
@@ -690,6 +693,7 @@ int main(int argc, char** argv) {
        (spin > 0 &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < spin);
        r++) {
+    std::unique_lock<std::recursive_mutex> round(g_vm_mu);
     FakeThread* t = &g_vm.threads[r % 2];
     g_vm.current = t;
     for (size_t s = 0; s < g_vm.sites.size(); s++) {
@@ -702,17 +706,53 @@ int main(int argc, char** argv) {
           since_gc = 0;
           Collect();
         }
-        ServeCollectionRequests();
       }
     }
+    round.unlock();
+    while (g_vm_waiters.load() > 0) std::this_thread::yield();
     if (spin > 0 && r % 1000 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  g_vm.current = &g_vm.threads[0];
-  {
-    std::lock_guard<std::mutex> g(g_gc_mu);
-    g_ending = true;
-    g_gc_cv.notify_all();
+  if (idle > 0 || idle_stdin) {
+    std::string line = "fake_vm: idle {";
+    {
+      std::lock_guard<std::recursive_mutex> g(g_vm_mu);
+      std::map<std::string, std::pair<int64_t, int64_t>> by_leaf;  // live, live after a GC
+      for (size_t s = 0; s < g_vm.sites.size(); s++) {
+        const Method& m = kMethods[g_vm.sites[s].stack[0].first];
+        by_leaf[std::string(m.name) + " " + m.file + ":" +
+                std::to_string(g_vm.sites[s].stack[0].second)];
+      }
+      for (const auto& kv : g_vm.objects) {
+        const SiteSpec& spec = g_vm.sites[kv.second.site];
+        const Method& m = kMethods[spec.stack[0].first];
+        auto& v = by_leaf[std::string(m.name) + " " + m.file + ":" +
+                          std::to_string(spec.stack[0].second)];
+        v.first += kv.second.size;
+        if (kv.second.gcs_left != 0) v.second += kv.second.size;
+      }
+      const char* sep = "";
+      for (const auto& kv : by_leaf) {
+        line += std::string(sep) + "\"" + kv.first + "\": [" + std::to_string(kv.second.first) +
+                ", " + std::to_string(kv.second.second) + "]";
+        sep = ", ";
+      }
+    }
+    std::fprintf(stderr, "%s}\n", line.c_str());
+    std::fflush(stderr);
+    if (idle_stdin) {
+      char buf[256];
+      while (read(0, buf, sizeof buf) > 0) {
+      }
+    } else {
+      std::this_thread::sleep_for(std::chrono::duration<double>(idle));
+    }
   }
+  {
+    std::lock_guard<std::recursive_mutex> g(g_vm_mu);
+    g_vm.dying = true;
+    g_vm.dying_thread = std::this_thread::get_id();
+  }
+  g_vm.current = &g_vm.threads[0];
   for (Env* e : g_vm.envs)
     if (e->global[VMTI_EVENT_VM_DEATH] && e->cb.VMDeath)
       e->cb.VMDeath(reinterpret_cast<vmtiEnv*>(e));

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <unordered_map>
 
 #include "../common/output.h"
 #include "../common/pprof.h"
@@ -99,6 +100,13 @@ namespace {
 
 int64_t Round(double v) { return v <= 0 ? 0 : std::llround(v); }
 
+struct SiteKeyHash {
+  size_t operator()(const SiteKey& k) const {
+    return (static_cast<size_t>(k.stack) * 1000003u) ^ (static_cast<size_t>(k.klass) << 20) ^
+           k.thread;
+  }
+};
+
 const agent::Frame& FrameOf(const agent::SiteTable::Snapshot& s, uint32_t id) {
   return id < s.frames.size() ? s.frames[id] : s.frames[0];
 }
@@ -111,9 +119,16 @@ const std::string& StringOf(const agent::SiteTable::Snapshot& s, uint32_t id) {
 
 }  // namespace
 
-std::string BuildPprof(const std::vector<Row>& rows, const agent::SiteTable::Snapshot& sites,
-                       int64_t interval, ProfileKind kind,
-                       const std::vector<std::string>& comments, const std::string& main_binary) {
+namespace {
+
+// The encoder behind BuildPprof and BuildDeltaPprof. Cumulative profiles
+// clamp values at 0 (in-use sums may carry a rounding residue below 0) and
+// leave out rows that never allocated; a delta keeps negative values (space
+// freed in the window) and leaves out only rows whose four values are 0.
+std::string EncodePprof(const std::vector<Row>& rows, const agent::SiteTable::Snapshot& sites,
+                        int64_t interval, ProfileKind kind,
+                        const std::vector<std::string>& comments, const std::string& main_binary,
+                        const DeltaWindow* delta) {
   pprof::ProfileBuilder b;
   b.AddSampleType("alloc_objects", "count");
   b.AddSampleType("alloc_space", "bytes");
@@ -121,9 +136,17 @@ std::string BuildPprof(const std::vector<Row>& rows, const agent::SiteTable::Sna
   b.AddSampleType("inuse_space", "bytes");
   b.SetPeriod("space", "bytes", interval);
   b.SetDefaultSampleType(kind == ProfileKind::kHeap ? "inuse_space" : "alloc_space");
-  b.SetTimeNanos(agent::WallNanos());
+  if (delta != nullptr) {
+    b.SetTimeNanos(delta->end_nanos);
+    b.SetDurationNanos(delta->end_nanos - delta->start_nanos);
+  } else {
+    b.SetTimeNanos(agent::WallNanos());
+  }
   b.SetMainBinary(main_binary);
   for (const std::string& c : comments) b.AddComment(c);
+  auto round = [delta](double v) -> int64_t {
+    return delta != nullptr ? std::llround(v) : Round(v);
+  };
   std::vector<uint64_t> locs;
   std::vector<pprof::Label> labels(3);
   labels[0].key = "class";
@@ -132,9 +155,12 @@ std::string BuildPprof(const std::vector<Row>& rows, const agent::SiteTable::Sna
   labels[2].is_num = true;  // no num_unit: pprof infers bytes from the key, as for Go's
   for (const Row& r : rows) {
     const Totals& t = r.totals;
-    std::vector<int64_t> values = {Round(t.alloc_objects), Round(t.alloc_bytes),
-                                   Round(t.inuse_objects), Round(t.inuse_bytes)};
-    if (values[0] == 0 && values[1] == 0) continue;
+    std::vector<int64_t> values = {round(t.alloc_objects), round(t.alloc_bytes),
+                                   round(t.inuse_objects), round(t.inuse_bytes)};
+    if (delta != nullptr ? values[0] == 0 && values[1] == 0 && values[2] == 0 && values[3] == 0
+                         : values[0] == 0 && values[1] == 0) {
+      continue;
+    }
     locs.clear();
     for (uint32_t f : StackOf(sites, r.key.stack)) {
       const agent::Frame& fr = FrameOf(sites, f);
@@ -142,7 +168,10 @@ std::string BuildPprof(const std::vector<Row>& rows, const agent::SiteTable::Sna
     }
     labels[0].str = StringOf(sites, r.key.klass);
     labels[1].str = StringOf(sites, r.key.thread);
-    labels[2].num = t.alloc_objects > 0 ? Round(t.alloc_bytes / t.alloc_objects) : 0;
+    // In a delta without allocations the objects freed give the size.
+    double objects = t.alloc_objects > 0 ? t.alloc_objects : std::fabs(t.inuse_objects);
+    double bytes = t.alloc_objects > 0 ? t.alloc_bytes : std::fabs(t.inuse_bytes);
+    labels[2].num = objects > 0 ? Round(bytes / objects) : 0;
     if (t.promoted_samples > 0) {
       std::vector<pprof::Label> with_promoted = labels;
       pprof::Label p;
@@ -158,6 +187,60 @@ std::string BuildPprof(const std::vector<Row>& rows, const agent::SiteTable::Sna
   std::string gz;
   if (!pprof::Gzip(b.Encode(), &gz)) return std::string();
   return gz;
+}
+
+}  // namespace
+
+std::string BuildPprof(const std::vector<Row>& rows, const agent::SiteTable::Snapshot& sites,
+                       int64_t interval, ProfileKind kind,
+                       const std::vector<std::string>& comments, const std::string& main_binary) {
+  return EncodePprof(rows, sites, interval, kind, comments, main_binary, nullptr);
+}
+
+std::vector<Row> SubtractRows(const std::vector<Row>& now, const std::vector<Row>& base) {
+  std::unordered_map<SiteKey, const Totals*, SiteKeyHash> before;
+  for (const Row& r : base) before.emplace(r.key, &r.totals);
+  std::vector<Row> out;
+  out.reserve(now.size());
+  for (const Row& r : now) {
+    Row d = r;
+    auto it = before.find(r.key);
+    if (it != before.end()) {
+      const Totals& b = *it->second;
+      Totals& t = d.totals;
+      t.alloc_objects -= b.alloc_objects;
+      t.alloc_bytes -= b.alloc_bytes;
+      t.inuse_objects -= b.inuse_objects;
+      t.inuse_bytes -= b.inuse_bytes;
+      t.samples -= b.samples;
+      t.live_samples -= b.live_samples;
+      t.promoted_bytes -= b.promoted_bytes;
+      t.promoted_samples -= b.promoted_samples;
+      before.erase(it);
+    }
+    out.push_back(d);
+  }
+  // Rows are never removed from HeapData; a key only in `base` is kept
+  // (negated) all the same, so that the difference is exact for any input.
+  for (const Row& r : base) {
+    if (before.count(r.key) == 0) continue;
+    Row d{r.key, Totals()};
+    d.totals.alloc_objects = -r.totals.alloc_objects;
+    d.totals.alloc_bytes = -r.totals.alloc_bytes;
+    d.totals.inuse_objects = -r.totals.inuse_objects;
+    d.totals.inuse_bytes = -r.totals.inuse_bytes;
+    d.totals.samples = -r.totals.samples;
+    d.totals.live_samples = -r.totals.live_samples;
+    out.push_back(d);
+  }
+  return out;
+}
+
+std::string BuildDeltaPprof(const std::vector<Row>& delta, const agent::SiteTable::Snapshot& sites,
+                            int64_t interval, ProfileKind kind, const DeltaWindow& window,
+                            const std::vector<std::string>& comments,
+                            const std::string& main_binary) {
+  return EncodePprof(delta, sites, interval, kind, comments, main_binary, &window);
 }
 
 std::string BuildCollapsed(const std::vector<Row>& rows, const agent::SiteTable::Snapshot& sites,

@@ -104,6 +104,26 @@ std::string BuildPprof(const std::vector<Row>& rows, const agent::SiteTable::Sna
                        const std::vector<std::string>& comments = {},
                        const std::string& main_binary = "minivm");
 
+// The difference `now` minus `base` of two copies of the same HeapData, per
+// key, every field subtracted (a delta profile: Go's net/http/pprof
+// ?seconds=N). Rows only in `now` are kept as they are.
+std::vector<Row> SubtractRows(const std::vector<Row>& now, const std::vector<Row>& base);
+
+// The wall-clock window of a delta profile (agent::WallNanos values).
+struct DeltaWindow {
+  int64_t start_nanos = 0;
+  int64_t end_nanos = 0;
+};
+
+// BuildPprof for rows from SubtractRows: values may be negative (in-use
+// space freed during the window), rows whose four values round to 0 are left
+// out (as pprof's Merge does for Go's delta profiles), and the profile's
+// time and duration are the window's.
+std::string BuildDeltaPprof(const std::vector<Row>& delta, const agent::SiteTable::Snapshot& sites,
+                            int64_t interval, ProfileKind kind, const DeltaWindow& window,
+                            const std::vector<std::string>& comments = {},
+                            const std::string& main_binary = "minivm");
+
 // Collapsed stacks, root first, "outer;...;inner;[Class] bytes" per line,
 // weights rounded per line; lines with a zero weight are left out.
 std::string BuildCollapsed(const std::vector<Row>& rows, const agent::SiteTable::Snapshot& sites,

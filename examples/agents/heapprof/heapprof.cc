@@ -16,8 +16,9 @@
  *                    ...) every BYTES allocated, estimated from the samples
  *   control=PATH     write a numbered dump whenever PATH exists (then
  *                    delete it); SIGUSR2 does the same
- *   http=PORT        serve /debug/pprof/heap and /debug/pprof/allocs on
- *                    127.0.0.1:PORT (0: a free port, printed on stderr)
+ *   http=[ADDR:]PORT serve Go's net/http/pprof heap endpoints (/debug/pprof/)
+ *                    on ADDR:PORT, default address 127.0.0.1 (port 0: a
+ *                    free one, printed on stderr); pprof_http.h
  *   depth=N          frames per stack (default 64)
  *   threads=A+B      sample only the threads with these names; A+ (or A++B)
  *                    also samples every thread A spawns, directly or not
@@ -35,7 +36,11 @@
  *     name and Horvitz-Thompson weight. Its object is tagged with a fresh
  *     record id; ObjectFree with that tag removes it from the in-use sums.
  *  2. Output (files, HTTP) is built on agent-owned threads from copies of
- *     the tables; they never call VMTI functions that need a VM thread.
+ *     the tables; they never call VMTI functions that need a VM thread
+ *     (?gc=1 calls ForceGarbageCollection, which any thread may call: the
+ *     collection's ObjectFree events reach the tables before it returns).
+ *     The HTTP endpoints keep Go's rule whatever gc= says: in-use values
+ *     as of the last collection, unless the URL asks for one (?gc=1).
  *  3. SIGUSR2's handler only sets a flag. A worker thread polls the flag,
  *     the control file and the dump_every counter every 100 ms and dumps;
  *     nothing is ever written from a signal handler or a GC callback.
@@ -56,6 +61,8 @@
  *     load is an independent profiler. Only SIGUSR2, which is process-wide,
  *     has process-wide state: a counter that every instance's worker reads.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -82,6 +89,7 @@
 #include "../common/thread_filter.h"
 #include "heap_profile.h"
 #include "http_server.h"
+#include "pprof_http.h"
 #include "vmti/vmti.h"
 
 namespace heapprof {
@@ -97,7 +105,9 @@ struct Config {
   bool collapsed_inuse = true;
   int64_t dump_every = 0;
   std::string control;
-  int64_t http_port = -1;
+  int64_t http_port = -1;               // -1: no HTTP server
+  std::string http_host = "127.0.0.1";  // a numeric address
+  std::string http_option;              // as given, for messages
   int64_t depth = 64;
   std::string threads;  // common/thread_filter.h; empty: every thread
   int64_t top = 5;
@@ -141,10 +151,14 @@ void ReleaseSigusr2() {
   g_signal_installed = false;
 }
 
-// True on a thread inside CollectForLiveData's ForceGarbageCollection: the
-// collection runs on the thread that forced it, so its GarbageCollectionFinish
-// comes here too.
-thread_local bool tl_forcing = false;
+// Set on a thread inside a ForceGarbageCollection that a profiler forced
+// (the instance): the collection runs on the thread that forced it, so its
+// GarbageCollectionFinish comes on this thread too, and records the
+// collection's number in tl_forced_gc (0: none reported).
+thread_local const void* tl_forcing = nullptr;
+thread_local uint64_t tl_forced_gc = 0;
+// An HTTP request's ?gc=1 collection, for its snapshot (StartHttp).
+thread_local uint64_t tl_http_as_of = 0;
 
 double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -161,7 +175,7 @@ class Profiler {
 
   Config& config() { return config_; }
   agent::ErrorLog& log() { return log_; }
-  HttpServer& http() { return http_; }
+  void set_http(std::unique_ptr<HttpServer> server) { http_ = std::move(server); }
 
   void OnVMInit(vmtiEnv* env, vmtiThread main_thread) {
     vmtiInt interval = 0;
@@ -174,10 +188,7 @@ class Profiler {
     AcquireSigusr2();
     signal_acquired_ = true;
     StartWorker();
-    if (config_.http_port >= 0) {
-      http_.Start(
-          [this](const std::string& path, const std::string& query) { return Serve(path, query); });
-    }
+    if (http_ != nullptr) StartHttp();
   }
 
   void OnThreadStart(vmtiEnv* env, vmtiThread thread) { MaybeEnableFor(env, thread); }
@@ -185,9 +196,9 @@ class Profiler {
   // Inside the collection's pause: raw bookkeeping only.
   void OnGcFinish(vmtiEnv*) {
     const uint64_t n = gc_count_.fetch_add(1, std::memory_order_acq_rel) + 1;
-    // The collection this thread forced runs on this thread: remember its
+    // The collection this instance forced runs on this thread: remember its
     // number, which the profile's in-use data is taken as of.
-    if (tl_forcing) forced_gc_.store(n, std::memory_order_release);
+    if (tl_forcing == this) tl_forced_gc = n;
     last_gc_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
                       std::memory_order_relaxed);
   }
@@ -238,7 +249,7 @@ class Profiler {
   void OnVMDeath(vmtiEnv* env) {
     dead_.store(true, std::memory_order_release);
     StopWorker();
-    http_.Stop();
+    if (http_ != nullptr) http_->Stop();
     if (signal_acquired_) ReleaseSigusr2();
     signal_acquired_ = false;
     const LiveNote note = CollectForLiveData(env, "at exit");
@@ -311,26 +322,35 @@ class Profiler {
   // ForceGarbageCollection returns). gc=0: says when the last one ran.
   // Must be called with no agent lock held (see design point 5).
   LiveNote CollectForLiveData(vmtiEnv* env, const char* when) {
-    forced_gc_.store(0, std::memory_order_relaxed);
-    tl_forcing = true;
     // WRONG_PHASE: the VM is ending and this is not its last thread (a dump
     // the worker drains during VMDeath); the data is then as recorded.
-    const vmtiError err = config_.gc ? (*env)->ForceGarbageCollection(env) : VMTI_ERROR_NONE;
+    uint64_t number = 0;
+    const vmtiError err = config_.gc ? ForceCollection(env, &number) : VMTI_ERROR_NONE;
     const bool forced = config_.gc && (err == VMTI_ERROR_WRONG_PHASE ||
                                        log_.Check(env, err, "ForceGarbageCollection")) &&
                         err == VMTI_ERROR_NONE;
-    tl_forcing = false;
     if (forced) {
       LiveNote note;
       // Samples allocated after the collection (other threads ran on) are
       // left out of in-use: it has not judged them. 0 if the collection
       // did not report itself (then the data is as recorded).
-      note.as_of = forced_gc_.load(std::memory_order_acquire);
+      note.as_of = number;
       note.summary = std::string("after a full collection ") + when;
       note.comment = "inuse: objects reachable at a full collection run just before this profile";
       return note;
     }
     return LastCollectionNote();
+  }
+
+  // ForceGarbageCollection, and the number of the collection it ran in
+  // *number (0 if it reported none).
+  vmtiError ForceCollection(vmtiEnv* env, uint64_t* number) {
+    tl_forcing = this;
+    tl_forced_gc = 0;
+    const vmtiError err = (*env)->ForceGarbageCollection(env);
+    tl_forcing = nullptr;
+    *number = err == VMTI_ERROR_NONE ? tl_forced_gc : 0;
+    return err;
   }
 
   LiveNote LastCollectionNote() const {
@@ -376,23 +396,35 @@ class Profiler {
     Enqueue(why, &note);
   }
 
+  // A profile's comments: what wrote it, for which program, and how live
+  // its in-use values are.
+  static std::vector<std::string> ProfileComments(const std::string& what,
+                                                  const std::string& live) {
+    const agent::ProgramInfo& program = agent::CurrentProgram();
+    std::vector<std::string> comments;
+    comments.push_back("minivm heapprof, " + what);
+    if (!program.command_line.empty()) comments.push_back("command: " + program.command_line);
+    if (!program.dir.empty()) {
+      comments.push_back("source files are relative to " + program.dir +
+                         " (go tool pprof -source_path=" + program.dir + " for -list)");
+    }
+    comments.push_back(live);
+    return comments;
+  }
+
+  static std::string MainBinary() {
+    const agent::ProgramInfo& program = agent::CurrentProgram();
+    return program.path.empty() ? "minivm" : program.path;
+  }
+
   bool Write(const std::string& path, const std::vector<Row>& rows,
              const agent::SiteTable::Snapshot& sites, const LiveNote& note, const char* what) {
     std::string data;
     if (config_.collapsed) {
       data = BuildCollapsed(rows, sites, config_.collapsed_inuse);
     } else {
-      const agent::ProgramInfo& program = agent::CurrentProgram();
-      std::vector<std::string> comments;
-      comments.push_back(std::string("minivm heapprof, ") + what);
-      if (!program.command_line.empty()) comments.push_back("command: " + program.command_line);
-      if (!program.dir.empty()) {
-        comments.push_back("source files are relative to " + program.dir +
-                           " (go tool pprof -source_path=" + program.dir + " for -list)");
-      }
-      comments.push_back(note.comment);
-      data = BuildPprof(rows, RelativeToProgram(sites), interval_.load(), ProfileKind::kHeap, comments,
-                        program.path.empty() ? "minivm" : program.path);
+      data = BuildPprof(rows, RelativeToProgram(sites), interval_.load(), ProfileKind::kHeap,
+                        ProfileComments(what, note.comment), MainBinary());
     }
     if (data.empty() && !config_.collapsed) {
       std::fprintf(stderr, "heapprof: could not encode the profile\n");
@@ -517,39 +549,50 @@ class Profiler {
     }
   }
 
-  HttpResponse Serve(const std::string& path, const std::string& query) {
-    HttpResponse r;
-    bool heap = path == "/debug/pprof/heap";
-    bool allocs = path == "/debug/pprof/allocs";
-    if (path == "/debug/pprof/" || path == "/debug/pprof" || path == "/") {
-      r.content_type = "text/plain; charset=utf-8";
-      r.body =
-          "minivm heapprof\n"
-          "/debug/pprof/heap     in-use profile (pprof, default sample type inuse_space)\n"
-          "/debug/pprof/allocs   allocation profile (pprof, default sample type alloc_space)\n"
-          "?debug=1              collapsed stacks as text instead\n";
-      return r;
-    }
-    if (!heap && !allocs) {
-      r.status = 404;
-      return r;
-    }
-    std::vector<Row> rows;
-    agent::SiteTable::Snapshot sites;
-    data_.Copy(&rows);
-    sites_.Copy(&sites);
-    bool debug = ("&" + query + "&").find("&debug=1&") != std::string::npos;
-    if (debug) {
-      r.content_type = "text/plain; charset=utf-8";
-      r.body = BuildCollapsed(rows, sites, heap);
-      return r;
-    }
-    r.body =
-        BuildPprof(rows, sites, interval_.load(), heap ? ProfileKind::kHeap : ProfileKind::kAllocs);
-    if (r.body.empty()) r.status = 500;
-    r.extra_headers = std::string("Content-Disposition: attachment; filename=\"") +
-                      (heap ? "heap" : "allocs") + "\"\r\n";
-    return r;
+  // The endpoints see the profiler only through a ProfileSource.
+  void StartHttp() {
+    ProfileSource source;
+    // A request runs on one server thread: `collect` then `snapshot`. The
+    // collection's number, kept per thread between the two, makes the
+    // snapshot's in-use data exact as of it (HeapData::CopyLiveAsOf).
+    source.snapshot = [this](std::vector<Row>* rows, agent::SiteTable::Snapshot* sites) {
+      if (rows != nullptr) {
+        if (tl_http_as_of > 0) {
+          data_.CopyLiveAsOf(rows, tl_http_as_of);
+        } else {
+          data_.Copy(rows);
+        }
+      }
+      tl_http_as_of = 0;
+      agent::SiteTable::Snapshot raw;
+      sites_.Copy(&raw);
+      *sites = RelativeToProgram(raw);
+    };
+    source.collect = [this] {
+      if (dead_.load(std::memory_order_acquire)) return false;
+      uint64_t number = 0;
+      const bool ok = log_.Check(env_, ForceCollection(env_, &number), "ForceGarbageCollection");
+      tl_http_as_of = ok ? number : 0;
+      return ok;
+    };
+    source.interval = [this] { return static_cast<int64_t>(interval_.load()); };
+    source.comments = [this](const std::string& what, bool collected) {
+      std::string live;
+      if (collected) {
+        live = "inuse: objects reachable at the full collection ?gc=1 ran just before this";
+      } else if (gc_count_.load(std::memory_order_acquire) == 0) {
+        live = LastCollectionNote().comment;
+      } else {
+        live = "inuse: " + LastCollectionNote().summary +
+               "; objects that died since still count as live (?gc=1 collects first)";
+      }
+      return ProfileComments(what, live);
+    };
+    source.main_binary = MainBinary();
+    auto handler = std::make_shared<PprofHandler>(
+        std::move(source), [this](int64_t seconds) { return http_->Sleep(seconds); },
+        HttpServer::kWriteTimeoutSeconds);
+    http_->Start([handler](const HttpRequest& r) { return handler->Handle(r); });
   }
 
   Config config_;
@@ -558,14 +601,13 @@ class Profiler {
   agent::ThreadFilter threads_;
   agent::SiteTable sites_;
   HeapData data_;
-  HttpServer http_;
+  std::unique_ptr<HttpServer> http_;  // with http= only
   std::atomic<int64_t> next_tag_{1};
   std::atomic<int64_t> interval_{524288};
   std::atomic<bool> dead_{false};
   bool signal_acquired_ = false;
   uint64_t sigusr2_seen_ = 0;  // the worker's
   std::atomic<uint64_t> gc_count_{0};
-  std::atomic<uint64_t> forced_gc_{0};  // the number of the collection CollectForLiveData forced
   std::atomic<int64_t> last_gc_ns_{0};  // steady_clock, of the last GarbageCollectionFinish
   std::mutex gdump_mu_;
   std::atomic<uint64_t> gdump_seen_gc_{0};
@@ -580,6 +622,28 @@ class Profiler {
   int dump_seq_ = 0;
   std::thread worker_;
 };
+
+// "PORT", "ADDR:PORT" or "[IPV6]:PORT", ADDR numeric.
+bool ParseHttpAddress(const std::string& v, std::string* host, int64_t* port) {
+  size_t colon = v.rfind(':');
+  if (colon == std::string::npos) return agent::ParseInt(v, 0, 65535, port);
+  std::string h = v.substr(0, colon);
+  unsigned char addr[sizeof(struct in6_addr)];
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') {
+    h = h.substr(1, h.size() - 2);
+    if (inet_pton(AF_INET6, h.c_str(), addr) != 1) return false;
+  } else if (inet_pton(AF_INET, h.c_str(), addr) != 1) {
+    return false;  // (an IPv6 address must be in brackets)
+  }
+  *host = h;
+  return agent::ParseInt(v.substr(colon + 1), 0, 65535, port);
+}
+
+// "ADDR:PORT", an IPv6 address in brackets.
+std::string HostPort(const std::string& host, int port) {
+  bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
 
 int ParseConfig(const char* options, Config* c) {
   agent::OptionList list;
@@ -619,8 +683,11 @@ int ParseConfig(const char* options, Config* c) {
       if (v.empty()) return agent::BadOption(kName, k, v, "want a file path");
       c->control = v;
     } else if (k == "http") {
-      if (!agent::ParseInt(v, 0, 65535, &c->http_port)) {
-        return agent::BadOption(kName, k, v, "want a port number, 0 for any free port");
+      c->http_option = v;
+      if (!ParseHttpAddress(v, &c->http_host, &c->http_port)) {
+        return agent::BadOption(kName, k, v,
+                                "want PORT or ADDR:PORT with a numeric address (127.0.0.1 if "
+                                "omitted; [::1]:PORT for IPv6), port 0 for any free one");
       }
     } else if (k == "depth") {
       if (!agent::ParseInt(v, 1, 4096, &c->depth)) {
@@ -690,13 +757,27 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   auto profiler = std::make_unique<Profiler>(config, env);
   if (config.http_port >= 0) {
     std::string error;
-    if (!profiler->http().Listen(static_cast<int>(config.http_port), &error)) {
-      std::fprintf(stderr, "heapprof: bad option 'http=%lld': cannot listen on %s\n",
-                   static_cast<long long>(config.http_port), error.c_str());
+    std::unique_ptr<HttpServer> server = LoadHttpServer(&error);
+    if (server != nullptr &&
+        !server->Listen(config.http_host, static_cast<int>(config.http_port), &error)) {
+      error = "cannot listen on " + HostPort(config.http_host, static_cast<int>(config.http_port)) +
+              ": " + error;
+      server.reset();
+    }
+    if (server == nullptr) {
+      std::fprintf(stderr, "heapprof: bad option 'http=%s': %s\n", config.http_option.c_str(),
+                   error.c_str());
       return 1;
     }
-    std::fprintf(stderr, "heapprof: serving http://127.0.0.1:%d/debug/pprof/heap\n",
-                 profiler->http().port());
+    std::string where = HostPort(config.http_host, server->port());
+    std::fprintf(stderr, "heapprof: serving http://%s/debug/pprof/heap\n", where.c_str());
+    if (config.http_host.compare(0, 4, "127.") != 0 && config.http_host != "::1") {
+      std::fprintf(stderr,
+                   "heapprof: warning: profiles are served to anyone who can reach %s "
+                   "(no authentication)\n",
+                   where.c_str());
+    }
+    profiler->set_http(std::move(server));
   }
   agent::Setup setup;
   setup.capabilities.can_generate_sampled_alloc_events = 1;
