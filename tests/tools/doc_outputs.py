@@ -79,10 +79,12 @@ def main():
     out["HEAPPROF-SUMMARY"] = (note + "$ minivm --heap-profile=heap.pb.gz leaky_cache.mv\n" +
                                "\n".join(l for l in s.splitlines() if "(dump_every" not in l))
     small = "--young=4m"
-    for key, args, n in (("PPROF-TOP", "-top heap.pb.gz", 14),
-                         ("PPROF-LINES", "-sample_index=alloc_space -top -lines heap.pb.gz", 14),
-                         ("PPROF-TAGFOCUS", "-traces -tagfocus=class=Entry heap.pb.gz", 16),
-                         ("PPROF-DIFF", "-top -diff_base=heap.0001.pb.gz heap.pb.gz", 12)):
+    # The profiles' comments (program, command, source root, liveness) come
+    # first: 4 lines more than a profile without them.
+    for key, args, n in (("PPROF-TOP", "-top heap.pb.gz", 18),
+                         ("PPROF-LINES", "-sample_index=alloc_space -top -lines heap.pb.gz", 18),
+                         ("PPROF-TAGFOCUS", "-traces -tagfocus=class=Entry heap.pb.gz", 20),
+                         ("PPROF-DIFF", "-top -diff_base=heap.0001.pb.gz heap.pb.gz", 17)):
         text = sh(f"go tool pprof {args} 2>&1", work)
         out[key] = f"$ go tool pprof {args}\n" + "\n".join(text.splitlines()[:n])
     sh(vm(ag("heapprof", "format=collapsed,space=alloc,file=heap.folded,top=0"),
