@@ -325,10 +325,12 @@ class Profiler {
     // WRONG_PHASE: the VM is ending and this is not its last thread (a dump
     // the worker drains during VMDeath); the data is then as recorded.
     uint64_t number = 0;
-    const vmtiError err = config_.gc ? ForceCollection(env, &number) : VMTI_ERROR_NONE;
-    const bool forced = config_.gc && (err == VMTI_ERROR_WRONG_PHASE ||
-                                       log_.Check(env, err, "ForceGarbageCollection")) &&
-                        err == VMTI_ERROR_NONE;
+    bool forced = false;
+    if (config_.gc) {
+      const vmtiError err = ForceCollection(env, &number);
+      forced = err == VMTI_ERROR_NONE;
+      if (!forced && err != VMTI_ERROR_WRONG_PHASE) log_.Check(env, err, "ForceGarbageCollection");
+    }
     if (forced) {
       LiveNote note;
       // Samples allocated after the collection (other threads ran on) are
