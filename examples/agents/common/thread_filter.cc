@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "options.h"
+
 namespace agent {
 
 bool ThreadFilter::Parse(const std::string& text) {
@@ -64,6 +66,14 @@ bool ThreadFilter::Select(vmtiEnv* env, vmtiThread thread, ErrorLog* log) {
 std::vector<vmtiThread> ThreadFilter::Selected() {
   std::lock_guard<std::mutex> g(mu_);
   return selected_;
+}
+
+int CheckThreadsOption(const char* agent, const std::string& value) {
+  ThreadFilter filter;
+  if (filter.Parse(value)) return 0;
+  return BadOption(agent, "threads", value,
+                   "want thread names joined by '+', e.g. main+thread-2; NAME+ adds the threads "
+                   "NAME spawns");
 }
 
 }  // namespace agent

@@ -50,6 +50,10 @@ class ThreadFilter {
   std::vector<vmtiThread> selected_;      // guarded by mu_
 };
 
+// The `threads=` option's check for Agent_OnLoad: 0 if `value` parses,
+// else BadOption's one line (options.h) and its return value.
+int CheckThreadsOption(const char* agent, const std::string& value);
+
 }  // namespace agent
 
 #endif  // MINIVM_EXAMPLES_AGENTS_COMMON_THREAD_FILTER_H_

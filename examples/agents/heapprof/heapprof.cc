@@ -696,12 +696,7 @@ int ParseConfig(const char* options, Config* c) {
         return agent::BadOption(kName, k, v, "want a frame count from 1 to 4096");
       }
     } else if (k == "threads") {
-      agent::ThreadFilter filter;
-      if (!filter.Parse(v)) {
-        return agent::BadOption(kName, k, v,
-                                "want thread names joined by '+', e.g. main+thread-2; NAME+ "
-                                "adds the threads NAME spawns");
-      }
+      if (int bad = agent::CheckThreadsOption(kName, v)) return bad;
       c->threads = v;
     } else if (k == "top") {
       if (!agent::ParseInt(v, 0, 1000, &c->top)) {

@@ -479,12 +479,7 @@ int ParseConfig(const char* options, Config* c) {
         return agent::BadOption(kName, k, v, "want a power of two from 4k to 256m");
       }
     } else if (k == "threads") {
-      agent::ThreadFilter filter;
-      if (!filter.Parse(v)) {
-        return agent::BadOption(kName, k, v,
-                                "want thread names joined by '+', e.g. main+thread-2; NAME+ "
-                                "adds the threads NAME spawns");
-      }
+      if (int bad = agent::CheckThreadsOption(kName, v)) return bad;
       c->threads = v;
     } else if (k == "gc") {
       if (v != "0" && v != "1") return agent::BadOption(kName, k, v, "want 1 or 0");
