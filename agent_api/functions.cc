@@ -56,7 +56,7 @@ vmtiError Enter(vmtiEnv* env, unsigned phases, bool restricted_ok, Environment**
     return VMTI_ERROR_INVALID_ENVIRONMENT;
   }
   if ((static_cast<unsigned>(e->tool->phase()) & phases) == 0) return VMTI_ERROR_WRONG_PHASE;
-  if (!restricted_ok && CurrentThreadState().restricted_depth > 0) {
+  if (!restricted_ok && CurrentAgentThreadState().restricted_depth > 0) {
     return VMTI_ERROR_WRONG_PHASE;
   }
   *out = e;
@@ -330,7 +330,7 @@ vmtiError GetHeapSamplingInterval(vmtiEnv* env, vmtiInt* interval_ptr) {
 vmtiError GetCurrentThread(vmtiEnv* env, vmtiThread* thread_ptr) {
   VMTI_ENTER(env, kLive, false);
   VMTI_NOT_NULL(thread_ptr);
-  VMThread* t = CurrentThreadState().thread;
+  VMThread* t = CurrentAgentThreadState().thread;
   if (t == nullptr) return VMTI_ERROR_INVALID_THREAD;
   *thread_ptr = reinterpret_cast<vmtiThread>(t);
   return VMTI_ERROR_NONE;
@@ -339,7 +339,7 @@ vmtiError GetCurrentThread(vmtiEnv* env, vmtiThread* thread_ptr) {
 vmtiError GetThreadInfo(vmtiEnv* env, vmtiThread thread, vmtiThreadInfo* info_ptr) {
   VMTI_ENTER(env, kLive, false);
   VMTI_NOT_NULL(info_ptr);
-  VMThread* t = CurrentThreadState().thread;
+  VMThread* t = CurrentAgentThreadState().thread;
   if (thread != nullptr) {
     bool alive = false;
     t = e->tool->vm()->FindThread(thread, &alive);  // a finished thread still has a name
@@ -398,7 +398,7 @@ vmtiError ReadFrames(const VMThread* t, vmtiInt start_depth, vmtiInt max_frame_c
 // before every poll and blocking call, so a stopped thread's frames are what
 // it would report itself). fn must not allocate on the VM heap or block.
 void ForEachStoppedThread(Environment* e, absl::FunctionRef<void(VMThread*)> fn) {
-  VMThread* self = CurrentThreadState().thread;
+  VMThread* self = CurrentAgentThreadState().thread;
   e->tool->vm()->heap()->RunAtSafepoint(self != nullptr ? &self->mutator : nullptr,
                                         [&](gc::Mutator* m) { fn(VMThread::FromMutator(m)); });
 }
@@ -407,7 +407,7 @@ void ForEachStoppedThread(Environment* e, absl::FunctionRef<void(VMThread*)> fn)
 // detached) before the safepoint.
 template <typename F>
 vmtiError WithThreadStopped(Environment* e, VMThread* t, F&& read) {
-  if (t == CurrentThreadState().thread) return read(t);
+  if (t == CurrentAgentThreadState().thread) return read(t);
   vmtiError result = VMTI_ERROR_THREAD_NOT_ALIVE;
   ForEachStoppedThread(e, [&](VMThread* stopped) {
     if (stopped == t) result = read(t);
@@ -533,7 +533,7 @@ vmtiError GetThreadListStackTraces(vmtiEnv* env, vmtiInt thread_count,
 vmtiError GetThreadParent(vmtiEnv* env, vmtiThread thread, vmtiThread* parent_ptr) {
   VMTI_ENTER(env, kLive, false);
   VMTI_NOT_NULL(parent_ptr);
-  VMThread* t = CurrentThreadState().thread;
+  VMThread* t = CurrentAgentThreadState().thread;
   if (thread != nullptr) {
     bool alive = false;
     t = e->tool->vm()->FindThread(thread, &alive);  // finished threads too
@@ -667,7 +667,7 @@ vmtiError GetObjectGeneration(vmtiEnv* env, vmtiObject object, vmtiGeneration* g
 vmtiError GetSampleInfo(vmtiEnv* env, vmtiSampleInfo* info_ptr) {
   VMTI_ENTER(env, kLive, false);
   VMTI_NOT_NULL(info_ptr);
-  const ThreadState& ts = CurrentThreadState();
+  const AgentThreadState& ts = CurrentAgentThreadState();
   if (ts.sample == nullptr) return VMTI_ERROR_NOT_AVAILABLE;
   info_ptr->sample_count = static_cast<vmtiLong>(ts.sample->sample_count);
   info_ptr->interval = ts.sample->interval;

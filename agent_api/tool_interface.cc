@@ -12,7 +12,7 @@
 namespace minivm::agent {
 namespace {
 
-thread_local ThreadState tls_state;
+thread_local AgentThreadState tls_state;
 
 // Tokens for vmtiObject handles: process-wide, never reused, never 0.
 std::atomic<uint64_t> g_next_handle_token{1};
@@ -20,7 +20,7 @@ std::atomic<uint64_t> g_next_handle_token{1};
 // Makes a handle for the duration of a callback.
 class HandleScope {
  public:
-  HandleScope(ThreadState& ts, gc::Value* slot) : ts_(ts) {
+  HandleScope(AgentThreadState& ts, gc::Value* slot) : ts_(ts) {
     token_ = g_next_handle_token.fetch_add(1, std::memory_order_relaxed);
     ts_.handles.push_back({token_, slot});
   }
@@ -30,7 +30,7 @@ class HandleScope {
   vmtiObject handle() const { return reinterpret_cast<vmtiObject>(static_cast<uintptr_t>(token_)); }
 
  private:
-  ThreadState& ts_;
+  AgentThreadState& ts_;
   uint64_t token_;
 };
 
@@ -47,7 +47,7 @@ vmtiThread AsHandle(VMThread* t) { return reinterpret_cast<vmtiThread>(t); }
 
 }  // namespace
 
-ThreadState& CurrentThreadState() { return tls_state; }
+AgentThreadState& CurrentAgentThreadState() { return tls_state; }
 
 ToolInterface::ToolInterface() : interval_(gc::kDefaultSamplingInterval) {
   vm_functions_ = vmtiVMInterface{nullptr, nullptr, nullptr, &VmGetEnv};
@@ -147,12 +147,12 @@ void ToolInterface::ReconfigureSampling() {
   // No lock here: a mutator waiting on a mutex could neither poll nor count
   // as blocked, and would stall the safepoint. Concurrent calls serialise in
   // the safepoint protocol, and each evaluates the settings current then.
-  VMThread* self = CurrentThreadState().thread;
+  VMThread* self = CurrentAgentThreadState().thread;
   vm_->heap()->ReconfigureSampling(self != nullptr ? &self->mutator : nullptr, interval());
 }
 
 vmtiError ToolInterface::ResolveThread(vmtiThread handle, VMThread** out) {
-  VMThread* current = CurrentThreadState().thread;
+  VMThread* current = CurrentAgentThreadState().thread;
   if (handle == nullptr) {
     if (current == nullptr) return VMTI_ERROR_INVALID_THREAD;  // a native thread
     *out = current;
@@ -167,9 +167,9 @@ vmtiError ToolInterface::ResolveThread(vmtiThread handle, VMThread** out) {
 }
 
 gc::Object* ToolInterface::ResolveObject(vmtiObject handle) {
-  const ThreadState& ts = CurrentThreadState();
+  const AgentThreadState& ts = CurrentAgentThreadState();
   const auto token = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle));
-  for (const ThreadState::Handle& h : ts.handles) {
+  for (const AgentThreadState::Handle& h : ts.handles) {
     if (h.token == token) return h.slot->IsRef() ? h.slot->AsRef() : nullptr;
   }
   return nullptr;
@@ -180,7 +180,7 @@ uint64_t ToolInterface::CollectionEpoch() const { return vm_->heap()->Collection
 gc::WeakTable& ToolInterface::weak_table() { return vm_->heap()->weak_table(); }
 
 bool ToolInterface::ForceGarbageCollection() {
-  VMThread* self = CurrentThreadState().thread;
+  VMThread* self = CurrentAgentThreadState().thread;
   // When the dying thread is not a VM thread (a signal's shutdown), both are
   // null for every agent thread too: the safepoint then tells the dying OS
   // thread from the others (SafepointManager::Begin), and no collection runs.
@@ -220,7 +220,7 @@ void ToolInterface::DeleteWeakRef(vmtiWeak weak) {
 // ---- Lifecycle events --------------------------------------------------
 
 void ToolInterface::OnVMInit(VMThread* main) {
-  CurrentThreadState().thread = main;
+  CurrentAgentThreadState().thread = main;
   phase_.store(VMTI_PHASE_LIVE, std::memory_order_release);
   ReconfigureSampling();
   for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
@@ -231,7 +231,7 @@ void ToolInterface::OnVMInit(VMThread* main) {
 }
 
 void ToolInterface::OnVMDeath(VMThread* current) {
-  if (current != nullptr) CurrentThreadState().thread = current;
+  if (current != nullptr) CurrentAgentThreadState().thread = current;
   dying_thread_.store(current);
   dying_.store(true, std::memory_order_release);
   for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
@@ -245,7 +245,7 @@ void ToolInterface::OnVMDeath(VMThread* current) {
 }
 
 void ToolInterface::OnThreadStart(VMThread* thread) {
-  CurrentThreadState().thread = thread;
+  CurrentAgentThreadState().thread = thread;
   if (phase() != VMTI_PHASE_LIVE) return;
   for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
     Environment* env = EnvironmentAt(i);
@@ -275,7 +275,7 @@ void ToolInterface::OnSampledAllocation(gc::Mutator* m, gc::Value* object_root,
                                         gc::Generation generation) {
   if (phase() != VMTI_PHASE_LIVE) return;
   VMThread* thread = VMThread::FromMutator(m);
-  ThreadState& ts = CurrentThreadState();
+  AgentThreadState& ts = CurrentAgentThreadState();
   ts.thread = thread;
   const gc::SampleDecision* outer_sample = ts.sample;
   const gc::Generation outer_generation = ts.sample_generation;
@@ -299,7 +299,7 @@ void ToolInterface::OnSampledAllocation(gc::Mutator* m, gc::Value* object_root,
 
 void ToolInterface::PostGcEvent(vmtiEvent event) {
   if (phase() != VMTI_PHASE_LIVE) return;
-  ThreadState& ts = CurrentThreadState();
+  AgentThreadState& ts = CurrentAgentThreadState();
   ++ts.restricted_depth;  // inside the pause: only raw bookkeeping is allowed
   for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
     Environment* env = EnvironmentAt(i);
@@ -347,7 +347,7 @@ void ToolInterface::DeliverWeakEvent(const gc::WeakEvent& e) {
   if (env_id < 0 || static_cast<size_t>(env_id) >= EnvironmentCount()) return;
   Environment* env = EnvironmentAt(static_cast<size_t>(env_id));
   const uint64_t record = CookieRecord(e.cookie);
-  const VMThread* thread = CurrentThreadState().thread;
+  const VMThread* thread = CurrentAgentThreadState().thread;
   const bool live = phase() == VMTI_PHASE_LIVE && !env->disposed.load();
   if (e.kind == gc::WeakEventKind::kPromoted) {
     std::optional<int64_t> tag = env->tags.OnPromoted(record);

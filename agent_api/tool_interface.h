@@ -61,7 +61,7 @@ struct VMThread;
 namespace minivm::agent {
 
 // Per-OS-thread state of the agent API.
-struct ThreadState {
+struct AgentThreadState {
   VMThread* thread = nullptr;        // null on a native thread an agent made
   struct Handle {
     uint64_t token;  // the vmtiObject value
@@ -72,7 +72,7 @@ struct ThreadState {
   gc::Generation sample_generation = gc::Generation::kYoung;
   int restricted_depth = 0;          // inside GarbageCollectionStart/Finish
 };
-ThreadState& CurrentThreadState();
+AgentThreadState& CurrentAgentThreadState();
 
 class ToolInterface final : public ToolHooks,
                             public gc::SampleObserver,

@@ -13,7 +13,7 @@ namespace minivm::gc {
 struct MutatorData {
   static MutatorData* Of(Mutator* m) { return static_cast<MutatorData*>(m->gc_private); }
 
-  ThreadState state = ThreadState::kRunning;  // guarded by SafepointManager's mutex
+  SafepointState state = SafepointState::kRunning;  // guarded by SafepointManager's mutex
   TlabSizer tlab_sizer;                       // the owning thread, or the collector in a pause
   // The owning thread, or a safepoint owner while the thread is stopped.
   ThreadSampler sampler;

@@ -7,12 +7,12 @@
 
 namespace minivm::gc {
 
-ThreadState& SafepointManager::StateOf(Mutator* m) { return MutatorData::Of(m)->state; }
+SafepointState& SafepointManager::StateOf(Mutator* m) { return MutatorData::Of(m)->state; }
 
 void SafepointManager::ParkLocked(Mutator* m) {
-  ThreadState& state = StateOf(m);
-  const ThreadState saved = state;
-  state = ThreadState::kStopped;
+  SafepointState& state = StateOf(m);
+  const SafepointState saved = state;
+  state = SafepointState::kStopped;
   cv_.SignalAll();
   while (active_) cv_.Wait(&mu_);
   state = saved;
@@ -20,7 +20,7 @@ void SafepointManager::ParkLocked(Mutator* m) {
 
 bool SafepointManager::OthersStoppedLocked() const {
   for (Mutator* m : mutators_) {
-    if (m != owner_ && StateOf(m) == ThreadState::kRunning) return false;
+    if (m != owner_ && StateOf(m) == SafepointState::kRunning) return false;
   }
   return true;
 }
@@ -28,7 +28,7 @@ bool SafepointManager::OthersStoppedLocked() const {
 void SafepointManager::Attach(Mutator* m) {
   MutexLock lock(&mu_);
   while (active_) cv_.Wait(&mu_);
-  StateOf(m) = ThreadState::kRunning;
+  StateOf(m) = SafepointState::kRunning;
   mutators_.push_back(m);
 }
 
@@ -100,14 +100,14 @@ void SafepointManager::Poll(Mutator* m) {
 
 void SafepointManager::EnterBlocked(Mutator* m) {
   MutexLock lock(&mu_);
-  StateOf(m) = ThreadState::kBlocked;
+  StateOf(m) = SafepointState::kBlocked;
   cv_.SignalAll();
 }
 
 void SafepointManager::LeaveBlocked(Mutator* m) {
   MutexLock lock(&mu_);
   while (active_ && owner_ != m) cv_.Wait(&mu_);
-  StateOf(m) = ThreadState::kRunning;
+  StateOf(m) = SafepointState::kRunning;
   m->poll.store(0, std::memory_order_relaxed);
 }
 

@@ -34,7 +34,7 @@
 
 namespace minivm::gc {
 
-enum class ThreadState : uint8_t { kRunning, kBlocked, kStopped };
+enum class SafepointState : uint8_t { kRunning, kBlocked, kStopped };
 
 class SafepointManager {
  public:
@@ -63,7 +63,7 @@ class SafepointManager {
   size_t mutator_count() const;
 
  private:
-  static ThreadState& StateOf(Mutator* m);
+  static SafepointState& StateOf(Mutator* m);
   void ParkLocked(Mutator* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool OthersStoppedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

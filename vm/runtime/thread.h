@@ -59,7 +59,7 @@ inline constexpr size_t kMinValueStackSlots = size_t{1} << 20;
 inline constexpr size_t kTypicalFrameSlots = 256;
 inline constexpr size_t kMaxValueStackSlots = size_t{1} << 30;  // 8 GB reserved
 
-enum class ThreadState { kCreated, kRunning, kFinished };
+enum class ThreadLifecycle { kCreated, kRunning, kFinished };
 
 struct VMThread {
   // Offset 0 (see 1.). Everything below is the VM's.
@@ -90,7 +90,7 @@ struct VMThread {
   // arguments until the new thread has attached and copied them to its stack;
   // `result` holds the return value once finished. Both are roots visited by
   // VM::VisitGlobalRoots.
-  ThreadState state = ThreadState::kCreated;
+  ThreadLifecycle lifecycle = ThreadLifecycle::kCreated;
   std::vector<gc::Value> start_args;
   const Function* start_function = nullptr;
   gc::Value result;

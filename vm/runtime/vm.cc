@@ -116,7 +116,7 @@ int VM::Run() {
   }
   {
     std::lock_guard<std::mutex> lock(threads_mu_);
-    t->state = ThreadState::kFinished;
+    t->lifecycle = ThreadLifecycle::kFinished;
     thread_finished_.notify_all();
   }
   // Without exit_process, a failure in another thread also fails the run.
@@ -231,7 +231,7 @@ VMThread* VM::FindThread(const void* handle, bool* alive) const {
   std::lock_guard<std::mutex> lock(threads_mu_);
   auto* t = static_cast<const VMThread*>(handle);
   if (!thread_set_.contains(t)) return nullptr;
-  *alive = t->state != ThreadState::kFinished;
+  *alive = t->lifecycle != ThreadLifecycle::kFinished;
   return const_cast<VMThread*>(t);
 }
 
@@ -239,7 +239,7 @@ std::vector<VMThread*> VM::LiveThreads() const {
   std::lock_guard<std::mutex> lock(threads_mu_);
   std::vector<VMThread*> live;
   for (const auto& t : threads_) {
-    if (t->state == ThreadState::kRunning || t.get() == main_thread_) live.push_back(t.get());
+    if (t->lifecycle == ThreadLifecycle::kRunning || t.get() == main_thread_) live.push_back(t.get());
   }
   return live;
 }
@@ -305,7 +305,7 @@ bool VM::Spawn(VMThread* t, const Function* fn, gc::Value* args, int argc, gc::V
   if (thread_obj == nullptr) {
     std::lock_guard<std::mutex> lock(threads_mu_);
     child->start_args.clear();
-    child->state = ThreadState::kFinished;
+    child->lifecycle = ThreadLifecycle::kFinished;
     return false;
   }
   const gc::Value index_value = gc::Value::Int(index);
@@ -323,7 +323,7 @@ bool VM::Spawn(VMThread* t, const Function* fn, gc::Value* args, int argc, gc::V
   } catch (const std::system_error& e) {
     std::lock_guard<std::mutex> lock(threads_mu_);
     child->start_args.clear();
-    child->state = ThreadState::kFinished;
+    child->lifecycle = ThreadLifecycle::kFinished;
     t->Raise(ErrorKind::kValueError, absl::StrCat("cannot start a thread: ", e.what()));
     return false;
   }
@@ -341,7 +341,7 @@ void VM::ThreadMain(VMThread* t) {
     for (gc::Value v : t->start_args) *t->sp++ = v;
     t->start_args.clear();
     t->start_args.shrink_to_fit();
-    t->state = ThreadState::kRunning;
+    t->lifecycle = ThreadLifecycle::kRunning;
   }
   if (hooks_ != nullptr) hooks_->OnThreadStart(t);
   gc::Value result;
@@ -355,7 +355,7 @@ void VM::ThreadMain(VMThread* t) {
   {
     std::lock_guard<std::mutex> lock(threads_mu_);
     t->result = result;
-    t->state = ThreadState::kFinished;
+    t->lifecycle = ThreadLifecycle::kFinished;
     thread_finished_.notify_all();
   }
   heap_->DetachMutator(&t->mutator);
@@ -387,7 +387,7 @@ bool VM::Join(VMThread* t, gc::Value* slot) {
     // under the lock, so of two threads joining each other, the second
     // sees the first's edge. A cycle through a finished thread is no cycle:
     // it will never wait again.
-    for (const VMThread* u = target; u != nullptr && u->state != ThreadState::kFinished;
+    for (const VMThread* u = target; u != nullptr && u->lifecycle != ThreadLifecycle::kFinished;
          u = u->joining) {
       if (u->joining == t) {
         cycle = absl::StrCat(t->name, " joins ", target->name);
@@ -399,7 +399,7 @@ bool VM::Join(VMThread* t, gc::Value* slot) {
     }
     if (cycle.empty()) {
       t->joining = target;
-      thread_finished_.wait(lock, [target] { return target->state == ThreadState::kFinished; });
+      thread_finished_.wait(lock, [target] { return target->lifecycle == ThreadLifecycle::kFinished; });
       t->joining = nullptr;
     }
   }
