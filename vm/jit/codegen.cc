@@ -97,47 +97,6 @@ constexpr uint64_t kFrameBase = offsetof(Frame, base);
 static_assert(offsetof(VMThread, mutator) == 0);
 static_assert(std::is_standard_layout_v<Frame>);
 
-// Number of values an instruction pops (its stack effect is pushes - pops).
-int Pops(Opcode op, const uint8_t* pc) {
-  switch (op) {
-    case Opcode::POP:
-    case Opcode::STORE_LOCAL:
-    case Opcode::STORE_GLOBAL:
-    case Opcode::GET_FIELD:
-    case Opcode::NEG:
-    case Opcode::NOT:
-    case Opcode::JUMP_IF_FALSE:
-    case Opcode::RETURN:
-      return 1;
-    case Opcode::SET_FIELD:
-    case Opcode::GET_INDEX:
-    case Opcode::ADD:
-    case Opcode::SUB:
-    case Opcode::MUL:
-    case Opcode::DIV:
-    case Opcode::MOD:
-    case Opcode::EQ:
-    case Opcode::NE:
-    case Opcode::LT:
-    case Opcode::LE:
-    case Opcode::GT:
-    case Opcode::GE:
-      return 2;
-    case Opcode::SET_INDEX:
-      return 3;
-    case Opcode::CALL:
-    case Opcode::NEW:
-    case Opcode::SPAWN:
-      return pc[5];
-    case Opcode::INIT_FIELDS:
-      return pc[5] + 1;
-    case Opcode::CALL_BUILTIN:
-      return pc[2];
-    default:
-      return 0;
-  }
-}
-
 class FunctionCompiler {
  public:
   FunctionCompiler(const VM& vm, const Function& fn, llvm::Module* module)
@@ -347,7 +306,7 @@ absl::Status FunctionCompiler::Analyze() {
     if (absl::Status s = CheckOperands(off, op, pc); !s.ok()) return s;
     const int depth = depth_[off];
     const int after = depth + StackEffect(pc);
-    if (depth < Pops(op, pc) || after < 0 || after > fn_.max_stack) {
+    if (depth < PopCount(pc) || after < 0 || after > fn_.max_stack) {
       return absl::InvalidArgumentError(absl::StrCat("stack depth out of range at ", off));
     }
     const uint32_t next = off + LenAt(off);
@@ -824,7 +783,7 @@ void FunctionCompiler::EmitCall(uint32_t off, int depth) {
 
 void FunctionCompiler::EmitRuntimeCall(uint32_t off, int depth, bool builtin) {
   const uint8_t* pc = code_ + off;
-  const int argc = builtin ? pc[2] : pc[5];
+  const int argc = ArgcOperand(pc);
   const int n = fn_.num_locals + depth;
   Spill(n, off);
   LValue* args = HomeAddr(n - argc);

@@ -60,34 +60,11 @@ namespace {
 using gc::Object;
 using gc::Value;
 
-constexpr int Len(Opcode op) {
-  switch (op) {
-    case Opcode::PUSH_INT:
-      return 9;
-    case Opcode::PUSH_STRING:
-    case Opcode::LOAD_GLOBAL:
-    case Opcode::STORE_GLOBAL:
-    case Opcode::JUMP:
-    case Opcode::JUMP_IF_FALSE:
-    case Opcode::LOOP:
-      return 5;
-    case Opcode::LOAD_LOCAL:
-    case Opcode::STORE_LOCAL:
-      return 3;
-    case Opcode::GET_FIELD:
-    case Opcode::SET_FIELD:
-      return 9;
-    case Opcode::CALL:
-    case Opcode::NEW:
-    case Opcode::INIT_FIELDS:
-    case Opcode::SPAWN:
-      return 6;
-    case Opcode::CALL_BUILTIN:
-      return 3;
-    default:
-      return 1;
-  }
-}
+// An instruction's length as a compile-time constant (from the opcode table).
+template <Opcode op>
+inline constexpr int kLen = OpcodeLength(op);
+// DIV/MOD and EQ/NE share a handler that advances pc by one length.
+static_assert(kLen<Opcode::DIV> == kLen<Opcode::MOD> && kLen<Opcode::EQ> == kLen<Opcode::NE>);
 
 [[gnu::noinline, gnu::cold, noreturn]] void BadOpcode(const uint8_t* pc) {
   std::fprintf(stderr, "minivm: fatal: invalid opcode %d\n", *pc);
@@ -146,7 +123,7 @@ Outcome InterpretFrame(VMThread* t, Frame* const entry) {
 
   // The compiler only emits valid opcodes; debug builds check.
   static const void* const kDispatch[kNumOpcodes] = {
-#define MINIVM_LABEL(name, operands, effect, doc) &&op_##name,
+#define MINIVM_LABEL(name, operands, pops, pushes, doc) &&op_##name,
       MINIVM_OPCODES(MINIVM_LABEL)
 #undef MINIVM_LABEL
   };
@@ -162,7 +139,7 @@ Outcome InterpretFrame(VMThread* t, Frame* const entry) {
 #endif
 #define NEXT(op)           \
   do {                     \
-    pc += Len(Opcode::op); \
+    pc += kLen<Opcode::op>; \
     DISPATCH();            \
   } while (0)
 #define SYNC()      \
@@ -295,7 +272,7 @@ op_MOD : {
     if (!BinarySlow(t, static_cast<Opcode>(*pc), sp - 2)) return Outcome::kError;
   }
   --sp;
-  pc += 1;
+  pc += kLen<Opcode::DIV>;  // == kLen<Opcode::MOD>
   DISPATCH();
 }
 op_EQ:
@@ -306,7 +283,7 @@ op_NE : {
   if (!equal && a.IsRef() && b.IsRef()) equal = ValuesEqualSlow(a, b);
   sp[-2] = Value::Int(equal == (*pc == static_cast<uint8_t>(Opcode::EQ)));
   --sp;
-  pc += 1;
+  pc += kLen<Opcode::EQ>;  // == kLen<Opcode::NE>
   DISPATCH();
 }
 op_NEG : {
@@ -324,17 +301,17 @@ op_NOT:
   NEXT(NOT);
 
 op_JUMP:
-  pc += Len(Opcode::JUMP) + ReadI32(pc + 1);
+  pc += kLen<Opcode::JUMP> + ReadI32(pc + 1);
   DISPATCH();
 op_JUMP_IF_FALSE:
   if ((*--sp).IsTruthy()) {
-    pc += Len(Opcode::JUMP_IF_FALSE);
+    pc += kLen<Opcode::JUMP_IF_FALSE>;
   } else {
-    pc += Len(Opcode::JUMP_IF_FALSE) + ReadI32(pc + 1);
+    pc += kLen<Opcode::JUMP_IF_FALSE> + ReadI32(pc + 1);
   }
   DISPATCH();
 op_LOOP:
-  pc += Len(Opcode::LOOP) + ReadI32(pc + 1);
+  pc += kLen<Opcode::LOOP> + ReadI32(pc + 1);
   if (ABSL_PREDICT_FALSE(m->poll.load(std::memory_order_acquire) != 0)) {
     SYNC();
     vm->heap()->SafepointPoll(m);
@@ -411,7 +388,7 @@ frame_returned:  // sp == frame->base + 1, the result below it
   --frame;
   t->fp = frame;
   base = frame->base;
-  pc = frame->pc + Len(Opcode::CALL);
+  pc = frame->pc + kLen<Opcode::CALL>;
   caches = frame->fn->field_caches.get();
   DISPATCH();
 }
