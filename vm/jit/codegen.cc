@@ -23,7 +23,7 @@
 //     stack-map parser for a tier whose values already have a home);
 //     keeping the slots in memory all the time (stores on every push).
 //  3. Stack depth is static per instruction (the front end guarantees it and
-//     Analyze() re-checks it), so operand slot k is always alloca
+//     the bytecode verifier, vm/bytecode/verifier.h, re-checks it), so operand slot k is always alloca
 //     num_locals + k; a spill at depth d writes exactly num_locals + d slots.
 //  4. Allocation: NEW inlines the TLAB fast path — load top, add the
 //     constant size, compare with current_end, store top, store the class
@@ -52,10 +52,10 @@
 //     the interpreter's.
 #include "vm/jit/codegen.h"
 
-#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -66,8 +66,8 @@
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/MDBuilder.h"
-#include "vm/bytecode/builtins.h"
 #include "vm/bytecode/opcodes.h"
+#include "vm/bytecode/verifier.h"
 #include "vm/runtime/builtin_classes.h"
 #include "vm/runtime/interpreter.h"
 #include "vm/runtime/thread.h"
@@ -78,8 +78,6 @@ namespace {
 using llvm::BasicBlock;
 using llvm::IRBuilder;
 using LValue = llvm::Value;
-
-constexpr int kUnknownDepth = -1;
 
 // Offsets compiled code uses, in one place.
 constexpr uint64_t kTlabTop = offsetof(gc::Tlab, top);
@@ -115,13 +113,12 @@ class FunctionCompiler {
   absl::Status Emit(const std::string& symbol);
 
  private:
-  // --- analysis ------------------------------------------------------------
-  absl::Status Analyze();
-  absl::Status CheckOperands(uint32_t off, Opcode op, const uint8_t* pc) const;
+  // --- bytecode ------------------------------------------------------------
   Opcode OpAt(uint32_t off) const { return static_cast<Opcode>(code_[off]); }
-  uint32_t LenAt(uint32_t off) const { return GetOpcodeInfo(OpAt(off)).length; }
-  uint32_t JumpTarget(uint32_t off) const {
-    return static_cast<uint32_t>(static_cast<int64_t>(off) + LenAt(off) + ReadI32(code_ + off + 1));
+  uint32_t LenAt(uint32_t off) const { return OpcodeLength(OpAt(off)); }
+  // Verified code: the target is an instruction of this function.
+  uint32_t JumpTargetAt(uint32_t off) const {
+    return static_cast<uint32_t>(JumpTarget(code_, off));
   }
 
   // --- IR helpers ----------------------------------------------------------
@@ -202,11 +199,9 @@ class FunctionCompiler {
   llvm::Type* i64_;
   llvm::PointerType* ptr_;
 
-  // Analysis results, indexed by bytecode offset.
-  std::vector<int> depth_;          // stack depth before the instruction; -1 unreachable
-  std::vector<bool> is_start_;      // an instruction starts here
-  std::vector<bool> is_leader_;     // starts a basic block
-  std::vector<uint32_t> loop_headers_;  // LOOP targets: the OSR entries
+  // The verifier's facts (stack depths, block leaders, loop headers: the
+  // OSR entries), indexed by bytecode offset.
+  VerifiedCode verified_;
 
   llvm::Function* llvm_fn_ = nullptr;
   LValue* thread_ = nullptr;
@@ -225,120 +220,6 @@ class FunctionCompiler {
       rt_set_index_, rt_builtin_, rt_spawn_, rt_call_interp_, rt_overflow_;
   llvm::Function* frameaddress_ = nullptr;
 };
-
-absl::Status FunctionCompiler::CheckOperands(uint32_t off, Opcode op, const uint8_t* pc) const {
-  auto bad = [&](const char* what) {
-    return absl::InvalidArgumentError(absl::StrCat("offset ", off, ": ", what));
-  };
-  switch (op) {
-    case Opcode::PUSH_STRING:
-      if (ReadU32(pc + 1) >= program_.string_constants.size()) return bad("bad string constant");
-      break;
-    case Opcode::LOAD_LOCAL:
-    case Opcode::STORE_LOCAL:
-      if (ReadU16(pc + 1) >= fn_.num_locals) return bad("bad local");
-      break;
-    case Opcode::LOAD_GLOBAL:
-    case Opcode::STORE_GLOBAL:
-      if (ReadU32(pc + 1) >= program_.global_names.size()) return bad("bad global");
-      break;
-    case Opcode::GET_FIELD:
-    case Opcode::SET_FIELD:
-      if (ReadU32(pc + 5) >= fn_.num_field_caches) return bad("bad field cache");
-      break;
-    case Opcode::CALL:
-    case Opcode::SPAWN:
-      if (ReadU32(pc + 1) >= program_.functions.size() ||
-          program_.functions[ReadU32(pc + 1)]->arity != pc[5]) {
-        return bad("bad callee or argument count");
-      }
-      break;
-    case Opcode::NEW:
-    case Opcode::INIT_FIELDS:
-      if (ReadU32(pc + 1) >= program_.classes.size() ||
-          pc[5] > program_.classes[ReadU32(pc + 1)]->field_count) {
-        return bad("bad class or argument count");
-      }
-      break;
-    case Opcode::CALL_BUILTIN:
-      if (pc[1] >= sizeof(kBuiltinInfos) / sizeof(kBuiltinInfos[0])) return bad("bad built-in");
-      break;
-    default:
-      break;
-  }
-  return absl::OkStatus();
-}
-
-absl::Status FunctionCompiler::Analyze() {
-  const size_t size = fn_.code.size();
-  if (size == 0) return absl::InvalidArgumentError("empty function");
-  is_start_.assign(size, false);
-  is_leader_.assign(size, false);
-  depth_.assign(size, kUnknownDepth);
-  for (uint32_t off = 0; off < size;) {
-    if (code_[off] >= kNumOpcodes) return absl::InvalidArgumentError("invalid opcode");
-    const uint32_t len = LenAt(off);
-    if (off + len > size) return absl::InvalidArgumentError("truncated instruction");
-    is_start_[off] = true;
-    off += len;
-  }
-  // Forward dataflow of the stack depth from offset 0.
-  std::vector<uint32_t> work = {0};
-  depth_[0] = 0;
-  is_leader_[0] = true;
-  auto flow = [&](uint32_t to, int depth) -> absl::Status {
-    if (to >= size || !is_start_[to]) {
-      return absl::InvalidArgumentError(absl::StrCat("bad jump target ", to));
-    }
-    if (depth_[to] == kUnknownDepth) {
-      depth_[to] = depth;
-      work.push_back(to);
-    } else if (depth_[to] != depth) {
-      return absl::InvalidArgumentError(absl::StrCat("inconsistent stack depth at ", to));
-    }
-    return absl::OkStatus();
-  };
-  while (!work.empty()) {
-    const uint32_t off = work.back();
-    work.pop_back();
-    const uint8_t* pc = code_ + off;
-    const Opcode op = OpAt(off);
-    if (absl::Status s = CheckOperands(off, op, pc); !s.ok()) return s;
-    const int depth = depth_[off];
-    const int after = depth + StackEffect(pc);
-    if (depth < PopCount(pc) || after < 0 || after > fn_.max_stack) {
-      return absl::InvalidArgumentError(absl::StrCat("stack depth out of range at ", off));
-    }
-    const uint32_t next = off + LenAt(off);
-    switch (op) {
-      case Opcode::RETURN:
-        break;
-      case Opcode::JUMP:
-      case Opcode::LOOP: {
-        const uint32_t target = JumpTarget(off);
-        if (absl::Status s = flow(target, after); !s.ok()) return s;
-        is_leader_[target] = true;
-        if (op == Opcode::LOOP) loop_headers_.push_back(target);
-        break;
-      }
-      case Opcode::JUMP_IF_FALSE: {
-        const uint32_t target = JumpTarget(off);
-        if (absl::Status s = flow(target, after); !s.ok()) return s;
-        if (absl::Status s = flow(next, after); !s.ok()) return s;
-        is_leader_[target] = true;
-        is_leader_[next] = true;
-        break;
-      }
-      default:
-        if (absl::Status s = flow(next, after); !s.ok()) return s;
-        break;
-    }
-  }
-  std::sort(loop_headers_.begin(), loop_headers_.end());
-  loop_headers_.erase(std::unique(loop_headers_.begin(), loop_headers_.end()),
-                      loop_headers_.end());
-  return absl::OkStatus();
-}
 
 void FunctionCompiler::DeclareRuntime() {
   llvm::Type* void_ = b_.getVoidTy();
@@ -880,14 +761,14 @@ void FunctionCompiler::EmitInstruction(uint32_t off, int depth) {
       SetOperand(depth, -1, TagBool(b_.CreateNot(IsTruthy(Operand(depth, -1)))));
       break;
     case Opcode::JUMP:
-      b_.CreateBr(blocks_[JumpTarget(off)]);
+      b_.CreateBr(blocks_[JumpTargetAt(off)]);
       break;
     case Opcode::JUMP_IF_FALSE:
-      b_.CreateCondBr(IsTruthy(Operand(depth, -1)), blocks_[next], blocks_[JumpTarget(off)]);
+      b_.CreateCondBr(IsTruthy(Operand(depth, -1)), blocks_[next], blocks_[JumpTargetAt(off)]);
       break;
     case Opcode::LOOP: {
       // The interpreter's pc at this poll is already the loop header.
-      const uint32_t target = JumpTarget(off);
+      const uint32_t target = JumpTargetAt(off);
       EmitPoll(fn_.num_locals + depth, target, /*spill=*/true);
       b_.CreateBr(blocks_[target]);
       break;
@@ -927,7 +808,9 @@ void FunctionCompiler::EmitInstruction(uint32_t off, int depth) {
 }
 
 absl::Status FunctionCompiler::Emit(const std::string& symbol) {
-  if (absl::Status s = Analyze(); !s.ok()) return s;
+  absl::StatusOr<VerifiedCode> verified = VerifyFunction(program_, fn_);
+  if (!verified.ok()) return verified.status();
+  verified_ = *std::move(verified);
   DeclareRuntime();
   llvm::MDBuilder md(ctx_);
   unlikely_weights_ = md.createBranchWeights(1, 2000);
@@ -963,7 +846,7 @@ absl::Status FunctionCompiler::Emit(const std::string& symbol) {
 
   blocks_.assign(fn_.code.size(), nullptr);
   for (size_t off = 0; off < fn_.code.size(); ++off) {
-    if (is_leader_[off] && depth_[off] != kUnknownDepth) {
+    if (verified_.is_leader[off] && verified_.depth[off] != VerifiedCode::kUnreachable) {
       blocks_[off] = BasicBlock::Create(ctx_, absl::StrCat("pc", off), llvm_fn_);
     }
   }
@@ -981,24 +864,24 @@ absl::Status FunctionCompiler::Emit(const std::string& symbol) {
   // OSR entries: one per loop header, reloading locals and operands.
   b_.SetInsertPoint(osr);
   BasicBlock* bad_entry = NewBlock("bad_entry");
-  llvm::SwitchInst* dispatch = b_.CreateSwitch(entry_id, bad_entry, loop_headers_.size());
-  for (uint32_t header : loop_headers_) {
+  llvm::SwitchInst* dispatch = b_.CreateSwitch(entry_id, bad_entry, verified_.loop_headers.size());
+  for (uint32_t header : verified_.loop_headers) {
     BasicBlock* block = BasicBlock::Create(ctx_, absl::StrCat("osr", header), llvm_fn_);
     dispatch->addCase(b_.getInt32(header + 1), block);
     b_.SetInsertPoint(block);
-    Reload(fn_.num_locals + depth_[header]);
+    Reload(fn_.num_locals + verified_.depth[header]);
     b_.CreateBr(blocks_[header]);
   }
   b_.SetInsertPoint(bad_entry);
   b_.CreateUnreachable();
 
   for (uint32_t off = 0; off < fn_.code.size(); off += LenAt(off)) {
-    if (depth_[off] == kUnknownDepth) continue;  // unreachable code
+    if (verified_.depth[off] == VerifiedCode::kUnreachable) continue;  // unreachable code
     if (blocks_[off] != nullptr) {
       if (b_.GetInsertBlock()->getTerminator() == nullptr) b_.CreateBr(blocks_[off]);
       b_.SetInsertPoint(blocks_[off]);
     }
-    EmitInstruction(off, depth_[off]);
+    EmitInstruction(off, verified_.depth[off]);
   }
   if (b_.GetInsertBlock()->getTerminator() == nullptr) {
     return absl::InternalError("control falls off the end of the function");

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "vm/bytecode/builtins.h"
 #include "vm/bytecode/opcodes.h"
+#include "vm/bytecode/verifier.h"
 
 namespace minivm {
 namespace {
@@ -27,9 +28,17 @@ std::vector<std::string> Errors(std::string_view source) {
   return out;
 }
 
+// Compiles `source`, which must have no errors; every function of the
+// result must pass the bytecode verifier (the JIT relies on it).
 std::unique_ptr<Program> CompileOk(std::string_view source) {
   CompileResult r = Compile("t.mv", source);
   for (const Diagnostic& d : r.errors) ADD_FAILURE() << FormatDiagnostic("t.mv", d);
+  if (r.program != nullptr) {
+    for (const auto& fn : r.program->functions) {
+      absl::StatusOr<VerifiedCode> verified = VerifyFunction(*r.program, *fn);
+      EXPECT_TRUE(verified.ok()) << fn->name << ": " << verified.status();
+    }
+  }
   return std::move(r.program);
 }
 
