@@ -68,6 +68,7 @@
 #include "llvm/IR/MDBuilder.h"
 #include "vm/bytecode/opcodes.h"
 #include "vm/bytecode/verifier.h"
+#include "vm/jit/runtime.h"
 #include "vm/runtime/builtin_classes.h"
 #include "vm/runtime/interpreter.h"
 #include "vm/runtime/thread.h"
@@ -82,7 +83,7 @@ using LValue = llvm::Value;
 // Offsets compiled code uses, in one place.
 constexpr uint64_t kTlabTop = offsetof(gc::Tlab, top);
 constexpr uint64_t kTlabCurrentEnd = offsetof(gc::Tlab, current_end);
-constexpr uint64_t kPoll = offsetof(gc::Mutator, poll);
+constexpr uint64_t kPollWord = offsetof(gc::Mutator, poll);
 constexpr uint64_t kCardTable = offsetof(gc::Mutator, card_table_biased);
 constexpr uint64_t kThreadSp = offsetof(VMThread, sp);
 constexpr uint64_t kThreadFp = offsetof(VMThread, fp);
@@ -94,6 +95,34 @@ constexpr uint64_t kFramePc = offsetof(Frame, pc);
 constexpr uint64_t kFrameBase = offsetof(Frame, base);
 static_assert(offsetof(VMThread, mutator) == 0);
 static_assert(std::is_standard_layout_v<Frame>);
+
+// LLVM types of the runtime functions' C++ parameter and result types
+// (vm/jit/runtime.h): a type with no mapping here does not compile.
+template <typename T>
+llvm::Type* LlvmTypeOf(llvm::LLVMContext& ctx) {
+  if constexpr (std::is_void_v<T>) {
+    return llvm::Type::getVoidTy(ctx);
+  } else if constexpr (std::is_pointer_v<T>) {
+    return llvm::PointerType::getUnqual(ctx);
+  } else {
+    // bool has no fixed ABI width to match; use an int32_t.
+    static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>,
+                  "runtime functions take and return pointers and fixed-width integers");
+    return llvm::Type::getIntNTy(ctx, 8 * sizeof(T));
+  }
+}
+
+// The LLVM signature of a runtime function, from its C++ type.
+template <typename F>
+struct RuntimeFunctionType;
+template <typename R, typename... Params>
+struct RuntimeFunctionType<R(Params...) noexcept> {
+  static llvm::FunctionType* Get(llvm::LLVMContext& ctx) {
+    return llvm::FunctionType::get(LlvmTypeOf<R>(ctx), {LlvmTypeOf<Params>(ctx)...}, false);
+  }
+};
+
+using enum RuntimeFunction;
 
 class FunctionCompiler {
  public:
@@ -123,6 +152,7 @@ class FunctionCompiler {
 
   // --- IR helpers ----------------------------------------------------------
   void DeclareRuntime();
+  llvm::FunctionCallee Rt(RuntimeFunction f) const { return runtime_[static_cast<int>(f)]; }
   BasicBlock* NewBlock(const char* name) { return BasicBlock::Create(ctx_, name, llvm_fn_); }
   LValue* Const64(uint64_t v) { return b_.getInt64(v); }
   LValue* ConstPtr(const void* p) {
@@ -216,36 +246,24 @@ class FunctionCompiler {
   llvm::MDNode* tbaa_frame_ = nullptr;   // Frame records
   llvm::MDNode* tbaa_object_ = nullptr;  // object headers and initialising stores
 
-  llvm::FunctionCallee rt_poll_, rt_new_, rt_binary_, rt_equal_, rt_neg_, rt_field_, rt_get_index_,
-      rt_set_index_, rt_builtin_, rt_spawn_, rt_call_interp_, rt_overflow_;
+  llvm::FunctionCallee runtime_[kNumRuntimeFunctions];  // by RuntimeFunction
   llvm::Function* frameaddress_ = nullptr;
 };
 
 void FunctionCompiler::DeclareRuntime() {
-  llvm::Type* void_ = b_.getVoidTy();
-  auto declare = [&](const char* name, llvm::Type* ret, std::vector<llvm::Type*> params) {
-    llvm::FunctionCallee c =
-        module_->getOrInsertFunction(name, llvm::FunctionType::get(ret, params, false));
+#define MINIVM_JIT_DECLARE(id, symbol, ret, params)                                          \
+  runtime_[static_cast<int>(RuntimeFunction::id)] = module_->getOrInsertFunction(         \
+      #symbol, RuntimeFunctionType<decltype(symbol)>::Get(ctx_));
+  MINIVM_JIT_RUNTIME(MINIVM_JIT_DECLARE)
+#undef MINIVM_JIT_DECLARE
+  for (llvm::FunctionCallee& c : runtime_) {
     if (auto* f = llvm::dyn_cast<llvm::Function>(c.getCallee())) {
-      f->addFnAttr(llvm::Attribute::NoUnwind);
+      f->addFnAttr(llvm::Attribute::NoUnwind);  // all are noexcept (runtime.h, 3)
     }
-    return c;
-  };
-  rt_poll_ = declare("minivm_jit_poll", void_, {ptr_});
-  rt_new_ = declare("minivm_jit_new", ptr_, {ptr_, ptr_, i64_});
-  rt_binary_ = declare("minivm_jit_binary", i32_, {ptr_, i32_, ptr_});
-  rt_equal_ = declare("minivm_jit_equal", i32_, {i64_, i64_});
-  rt_neg_ = declare("minivm_jit_neg_type", void_, {ptr_, i64_});
-  rt_field_ = declare("minivm_jit_field_slot", i64_, {ptr_, i64_, i32_, ptr_, i32_});
-  rt_get_index_ = declare("minivm_jit_get_index", i32_, {ptr_, ptr_});
-  rt_set_index_ = declare("minivm_jit_set_index", i32_, {ptr_, ptr_});
-  rt_builtin_ = declare("minivm_jit_builtin", i32_, {ptr_, i32_, ptr_, i32_});
-  rt_spawn_ = declare("minivm_jit_spawn", i32_, {ptr_, ptr_, ptr_, i32_});
-  rt_call_interp_ = declare("minivm_jit_call_interpreted", i32_, {ptr_, ptr_});
-  rt_overflow_ = declare("minivm_jit_stack_overflow", void_, {ptr_, i32_});
+  }
   // Equality of Strings is pure: it neither writes memory the caller can
   // see nor reaches a safepoint.
-  if (auto* f = llvm::dyn_cast<llvm::Function>(rt_equal_.getCallee())) {
+  if (auto* f = llvm::dyn_cast<llvm::Function>(Rt(kEqual).getCallee())) {
     f->setOnlyReadsMemory();
     f->setWillReturn();
   }
@@ -303,7 +321,7 @@ void FunctionCompiler::ReturnIfNonZero(LValue* status) {
 }
 
 void FunctionCompiler::EmitPoll(int n, uint32_t pc_off, bool spill) {
-  llvm::LoadInst* word = b_.CreateAlignedLoad(i32_, ByteOffset(thread_, kPoll), llvm::Align(4));
+  llvm::LoadInst* word = b_.CreateAlignedLoad(i32_, ByteOffset(thread_, kPollWord), llvm::Align(4));
   word->setAtomic(llvm::AtomicOrdering::Acquire);
   BasicBlock* slow = NewBlock("poll");
   BasicBlock* cont = NewBlock("polled");
@@ -315,7 +333,7 @@ void FunctionCompiler::EmitPoll(int n, uint32_t pc_off, bool spill) {
     StoreField(HomeAddr(n), thread_, kThreadSp, tbaa_thread_);
     SetPc(pc_off);
   }
-  b_.CreateCall(rt_poll_, {thread_});
+  b_.CreateCall(Rt(kPoll), {thread_});
   if (spill) Reload(n);
   b_.CreateBr(cont);
   b_.SetInsertPoint(cont);
@@ -386,7 +404,7 @@ void FunctionCompiler::EmitIntBinary(Opcode op, uint32_t off, int depth) {
   SetOperand(depth, -2, r);
   b_.CreateBr(done);
   b_.SetInsertPoint(slow);
-  EmitSlowOperandCall(rt_binary_, off, depth, 2, {thread_, b_.getInt32(static_cast<int>(op))});
+  EmitSlowOperandCall(Rt(kBinary), off, depth, 2, {thread_, b_.getInt32(static_cast<int>(op))});
   b_.CreateBr(done);
   b_.SetInsertPoint(done);
 }
@@ -406,7 +424,7 @@ void FunctionCompiler::EmitDivMod(Opcode op, uint32_t off, int depth) {
   SetOperand(depth, -2, Tag(r));
   b_.CreateBr(done);
   b_.SetInsertPoint(slow);
-  EmitSlowOperandCall(rt_binary_, off, depth, 2, {thread_, b_.getInt32(static_cast<int>(op))});
+  EmitSlowOperandCall(Rt(kBinary), off, depth, 2, {thread_, b_.getInt32(static_cast<int>(op))});
   b_.CreateBr(done);
   b_.SetInsertPoint(done);
 }
@@ -420,7 +438,7 @@ void FunctionCompiler::EmitEquality(Opcode op, int depth) {
   LValue* same = b_.CreateICmpEQ(a, c);
   b_.CreateCondBr(b_.CreateAnd(b_.CreateNot(same), b_.CreateAnd(IsRef(a), IsRef(c))), refs, done);
   b_.SetInsertPoint(refs);
-  LValue* strings_equal = b_.CreateICmpNE(b_.CreateCall(rt_equal_, {a, c}), b_.getInt32(0));
+  LValue* strings_equal = b_.CreateICmpNE(b_.CreateCall(Rt(kEqual), {a, c}), b_.getInt32(0));
   b_.CreateBr(done);
   b_.SetInsertPoint(done);
   llvm::PHINode* equal = b_.CreatePHI(b_.getInt1Ty(), 2);
@@ -469,7 +487,7 @@ void FunctionCompiler::EmitField(uint32_t off, int depth, bool write) {
   const int n = fn_.num_locals + depth;
   Spill(n, off);
   LValue* resolved = b_.CreateCall(
-      rt_field_, {thread_, obj, b_.getInt32(symbol), ConstPtr(cache), b_.getInt32(write ? 1 : 0)});
+      Rt(kFieldSlot), {thread_, obj, b_.getInt32(symbol), ConstPtr(cache), b_.getInt32(write ? 1 : 0)});
   BasicBlock* fail = NewBlock("raised");
   BasicBlock* resolved_block = NewBlock("field_resolved");
   CondBrUnlikely(b_.CreateICmpSLT(resolved, Const64(0)), fail, resolved_block);
@@ -528,9 +546,9 @@ void FunctionCompiler::EmitIndex(uint32_t off, int depth, bool write) {
   b_.CreateBr(done);
   b_.SetInsertPoint(slow);
   if (write) {
-    EmitSlowOperandCall(rt_set_index_, off, depth, 3, {thread_}, /*results=*/0);
+    EmitSlowOperandCall(Rt(kSetIndex), off, depth, 3, {thread_}, /*results=*/0);
   } else {
-    EmitSlowOperandCall(rt_get_index_, off, depth, 2, {thread_});
+    EmitSlowOperandCall(Rt(kGetIndex), off, depth, 2, {thread_});
   }
   b_.CreateBr(done);
   b_.SetInsertPoint(done);
@@ -563,7 +581,7 @@ void FunctionCompiler::EmitNew(uint32_t off, int depth) {
   }
   b_.SetInsertPoint(slow);
   Spill(n, off);
-  LValue* obj_slow = b_.CreateCall(rt_new_, {thread_, ConstPtr(klass), Const64(size)});
+  LValue* obj_slow = b_.CreateCall(Rt(kNew), {thread_, ConstPtr(klass), Const64(size)});
   BasicBlock* fail = NewBlock("raised");
   BasicBlock* allocated = NewBlock("new_allocated");
   CondBrUnlikely(b_.CreateICmpEQ(obj_slow, llvm::ConstantPointerNull::get(ptr_)), fail, allocated);
@@ -614,7 +632,7 @@ void FunctionCompiler::EmitCall(uint32_t off, int depth) {
   BasicBlock* push = NewBlock("push_frame");
   CondBrUnlikely(b_.CreateOr(frames_full, stack_full), overflow, push);
   b_.SetInsertPoint(overflow);
-  b_.CreateCall(rt_overflow_, {thread_, b_.CreateZExt(frames_full, i32_)});
+  b_.CreateCall(Rt(kStackOverflow), {thread_, b_.CreateZExt(frames_full, i32_)});
   ReturnError();
 
   b_.SetInsertPoint(push);
@@ -651,7 +669,7 @@ void FunctionCompiler::EmitCall(uint32_t off, int depth) {
   LValue* status_compiled = b_.CreateCall(entry_type, target, {thread_, next, b_.getInt32(0)});
   b_.CreateBr(returned);
   b_.SetInsertPoint(interpreted);
-  LValue* status_interpreted = b_.CreateCall(rt_call_interp_, {thread_, next});
+  LValue* status_interpreted = b_.CreateCall(Rt(kCallInterpreted), {thread_, next});
   b_.CreateBr(returned);
   b_.SetInsertPoint(returned);
   llvm::PHINode* status = b_.CreatePHI(i32_, 2);
@@ -669,11 +687,11 @@ void FunctionCompiler::EmitRuntimeCall(uint32_t off, int depth, bool builtin) {
   Spill(n, off);
   LValue* args = HomeAddr(n - argc);
   if (builtin) {
-    LValue* status = b_.CreateCall(rt_builtin_, {thread_, b_.getInt32(pc[1]), args, b_.getInt32(argc)});
+    LValue* status = b_.CreateCall(Rt(kBuiltin), {thread_, b_.getInt32(pc[1]), args, b_.getInt32(argc)});
     ReturnIfNonZero(status);
   } else {
     const Function* callee = program_.functions[ReadU32(pc + 1)].get();
-    LValue* ok = b_.CreateCall(rt_spawn_, {thread_, ConstPtr(callee), args, b_.getInt32(argc)});
+    LValue* ok = b_.CreateCall(Rt(kSpawn), {thread_, ConstPtr(callee), args, b_.getInt32(argc)});
     BasicBlock* fail = NewBlock("raised");
     BasicBlock* cont = NewBlock("spawned");
     CondBrUnlikely(b_.CreateICmpEQ(ok, b_.getInt32(0)), fail, cont);
@@ -751,7 +769,7 @@ void FunctionCompiler::EmitInstruction(uint32_t off, int depth) {
       CondBrUnlikely(b_.CreateNot(IsInt(a)), bad, ok);
       b_.SetInsertPoint(bad);
       Spill(fn_.num_locals + depth, off);
-      b_.CreateCall(rt_neg_, {thread_, a});
+      b_.CreateCall(Rt(kNegType), {thread_, a});
       ReturnError();
       b_.SetInsertPoint(ok);
       SetOperand(depth, -1, b_.CreateSub(Const64(2), a));

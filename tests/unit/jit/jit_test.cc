@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/unit/vm/program_builder.h"
+#include "vm/jit/runtime.h"
 #include "vm/runtime/vm.h"
 
 namespace minivm {
@@ -67,6 +69,23 @@ std::unique_ptr<Program> AddProgram() {
   main.Int(2).Int(3).Call(add_fn, 2).Builtin(Builtin::k_print, 1).Op(Opcode::POP).Null().Ret();
   pb.SetMain(pb.AddFunction("main", 0, 0, 2, main));
   return pb.Build();
+}
+
+// The symbol list the JIT registers is the ABI table's, in its order, each
+// name bound to its own C function.
+TEST(JitRuntimeTest, SymbolsFollowTheAbiTable) {
+  const std::vector<jit::RuntimeSymbol> symbols = jit::RuntimeSymbols();
+  ASSERT_EQ(symbols.size(), static_cast<size_t>(jit::kNumRuntimeFunctions));
+  const auto at = [&](jit::RuntimeFunction f) { return symbols[static_cast<size_t>(f)]; };
+  EXPECT_EQ(at(jit::RuntimeFunction::kPoll).name, "minivm_jit_poll");
+  EXPECT_EQ(at(jit::RuntimeFunction::kPoll).address, reinterpret_cast<void*>(&minivm_jit_poll));
+  EXPECT_EQ(at(jit::RuntimeFunction::kStackOverflow).name, "minivm_jit_stack_overflow");
+  EXPECT_EQ(at(jit::RuntimeFunction::kStackOverflow).address,
+            reinterpret_cast<void*>(&minivm_jit_stack_overflow));
+  for (const jit::RuntimeSymbol& s : symbols) {
+    EXPECT_TRUE(s.name.starts_with("minivm_jit_")) << s.name;
+    EXPECT_NE(s.address, nullptr) << s.name;
+  }
 }
 
 TEST(JitTest, EagerCompilesEveryFunctionAndRunsIt) {
