@@ -3,7 +3,7 @@
 // heap's allocation slow path, safepoint polls, built-ins, SPAWN and calls
 // into the interpreter.
 //
-// Contract (codegen.cc relies on every line):
+// Contract (ir_generator.cc relies on every line):
 //  1. Before calling any of these except minivm_jit_equal, compiled code has
 //     written its whole frame back: every local and operand slot below the
 //     instruction's stack depth is stored in the VM-managed value stack,
@@ -30,7 +30,7 @@
 // The runtime ABI, stated once. X(Id, symbol, return type, (parameters)):
 // this table declares the C functions below, RuntimeFunction (the IR
 // generator's handle on each), the LLVM declarations compiled code calls
-// (vm/jit/codegen.cc derives each one's LLVM signature from the C
+// (vm/jit/ir_generator.cc derives each one's LLVM signature from the C
 // function's own type, RuntimeFunctionType) and the symbol list the JIT
 // registers (RuntimeSymbols). A definition in runtime.cc whose signature
 // differs from its row does not compile (two C functions of one name), so

@@ -50,7 +50,7 @@
 //  9. Errors: the runtime raises on the thread; compiled code returns
 //     kError up the native chain with the frames untouched, so the trace is
 //     the interpreter's.
-#include "vm/jit/codegen.h"
+#include "vm/jit/ir_generator.h"
 
 #include <atomic>
 #include <cstddef>
@@ -124,9 +124,11 @@ struct RuntimeFunctionType<R(Params...) noexcept> {
 
 using enum RuntimeFunction;
 
-class FunctionCompiler {
+// Emits one verified bytecode Function as one LLVM function (the design
+// above); the bytecode compiler's counterpart is compiler::BytecodeGenerator.
+class IrGenerator {
  public:
-  FunctionCompiler(const VM& vm, const Function& fn, llvm::Module* module)
+  IrGenerator(const VM& vm, const Function& fn, llvm::Module* module)
       : vm_(vm),
         program_(vm.program()),
         fn_(fn),
@@ -250,7 +252,7 @@ class FunctionCompiler {
   llvm::Function* frameaddress_ = nullptr;
 };
 
-void FunctionCompiler::DeclareRuntime() {
+void IrGenerator::DeclareRuntime() {
 #define MINIVM_JIT_DECLARE(id, symbol, ret, params)                                          \
   runtime_[static_cast<int>(RuntimeFunction::id)] = module_->getOrInsertFunction(         \
       #symbol, RuntimeFunctionType<decltype(symbol)>::Get(ctx_));
@@ -270,31 +272,31 @@ void FunctionCompiler::DeclareRuntime() {
   frameaddress_ = llvm::Intrinsic::getDeclaration(module_, llvm::Intrinsic::frameaddress, {ptr_});
 }
 
-LValue* FunctionCompiler::LoadField(LValue* p, uint64_t off, llvm::Type* ty, llvm::MDNode* tbaa) {
+LValue* IrGenerator::LoadField(LValue* p, uint64_t off, llvm::Type* ty, llvm::MDNode* tbaa) {
   llvm::LoadInst* load = b_.CreateAlignedLoad(ty, ByteOffset(p, off), llvm::Align(8));
   if (tbaa != nullptr) load->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa);
   return load;
 }
 
-void FunctionCompiler::StoreField(LValue* v, LValue* p, uint64_t off, llvm::MDNode* tbaa) {
+void IrGenerator::StoreField(LValue* v, LValue* p, uint64_t off, llvm::MDNode* tbaa) {
   llvm::StoreInst* store = b_.CreateAlignedStore(v, ByteOffset(p, off), llvm::Align(8));
   if (tbaa != nullptr) store->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa);
 }
 
-LValue* FunctionCompiler::LoadAcquire(LValue* p) {
+LValue* IrGenerator::LoadAcquire(LValue* p) {
   llvm::LoadInst* load = b_.CreateAlignedLoad(i64_, p, llvm::Align(8));
   load->setAtomic(llvm::AtomicOrdering::Acquire);
   return load;
 }
 
-void FunctionCompiler::StoreRelease(LValue* v, LValue* p) {
+void IrGenerator::StoreRelease(LValue* v, LValue* p) {
   llvm::StoreInst* store = b_.CreateAlignedStore(v, p, llvm::Align(8));
   store->setAtomic(llvm::AtomicOrdering::Release);
 }
 
-void FunctionCompiler::SetPc(uint32_t off) { StoreField(ConstPtr(code_ + off), frame_, kFramePc, tbaa_frame_); }
+void IrGenerator::SetPc(uint32_t off) { StoreField(ConstPtr(code_ + off), frame_, kFramePc, tbaa_frame_); }
 
-void FunctionCompiler::Spill(int n, uint32_t off) {
+void IrGenerator::Spill(int n, uint32_t off) {
   for (int i = 0; i < n; ++i) {
     llvm::StoreInst* s = b_.CreateAlignedStore(Get(i), HomeAddr(i), llvm::Align(8));
     s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
@@ -303,7 +305,7 @@ void FunctionCompiler::Spill(int n, uint32_t off) {
   SetPc(off);
 }
 
-void FunctionCompiler::Reload(int n) {
+void IrGenerator::Reload(int n) {
   for (int i = 0; i < n; ++i) {
     llvm::LoadInst* l = b_.CreateAlignedLoad(i64_, HomeAddr(i), llvm::Align(8));
     l->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
@@ -311,7 +313,7 @@ void FunctionCompiler::Reload(int n) {
   }
 }
 
-void FunctionCompiler::ReturnIfNonZero(LValue* status) {
+void IrGenerator::ReturnIfNonZero(LValue* status) {
   BasicBlock* fail = NewBlock("propagate");
   BasicBlock* ok = NewBlock("ok");
   CondBrUnlikely(b_.CreateICmpNE(status, b_.getInt32(0)), fail, ok);
@@ -320,7 +322,7 @@ void FunctionCompiler::ReturnIfNonZero(LValue* status) {
   b_.SetInsertPoint(ok);
 }
 
-void FunctionCompiler::EmitPoll(int n, uint32_t pc_off, bool spill) {
+void IrGenerator::EmitPoll(int n, uint32_t pc_off, bool spill) {
   llvm::LoadInst* word = b_.CreateAlignedLoad(i32_, ByteOffset(thread_, kPollWord), llvm::Align(4));
   word->setAtomic(llvm::AtomicOrdering::Acquire);
   BasicBlock* slow = NewBlock("poll");
@@ -339,7 +341,7 @@ void FunctionCompiler::EmitPoll(int n, uint32_t pc_off, bool spill) {
   b_.SetInsertPoint(cont);
 }
 
-void FunctionCompiler::EmitCardMark(LValue* holder, LValue* stored, LValue* extra_condition) {
+void IrGenerator::EmitCardMark(LValue* holder, LValue* stored, LValue* extra_condition) {
   LValue* cond = IsRef(stored);
   if (extra_condition != nullptr) cond = b_.CreateAnd(cond, extra_condition);
   BasicBlock* mark = NewBlock("card");
@@ -353,7 +355,7 @@ void FunctionCompiler::EmitCardMark(LValue* holder, LValue* stored, LValue* extr
   b_.SetInsertPoint(cont);
 }
 
-void FunctionCompiler::EmitSlowOperandCall(llvm::FunctionCallee callee, uint32_t off, int depth,
+void IrGenerator::EmitSlowOperandCall(llvm::FunctionCallee callee, uint32_t off, int depth,
                                            int pops, std::vector<LValue*> leading_args,
                                            int results) {
   const int n = fn_.num_locals + depth;
@@ -369,7 +371,7 @@ void FunctionCompiler::EmitSlowOperandCall(llvm::FunctionCallee callee, uint32_t
   Reload(n - pops + results);
 }
 
-void FunctionCompiler::EmitIntBinary(Opcode op, uint32_t off, int depth) {
+void IrGenerator::EmitIntBinary(Opcode op, uint32_t off, int depth) {
   LValue* a = Operand(depth, -2);
   LValue* c = Operand(depth, -1);
   BasicBlock* fast = NewBlock("int");
@@ -409,7 +411,7 @@ void FunctionCompiler::EmitIntBinary(Opcode op, uint32_t off, int depth) {
   b_.SetInsertPoint(done);
 }
 
-void FunctionCompiler::EmitDivMod(Opcode op, uint32_t off, int depth) {
+void IrGenerator::EmitDivMod(Opcode op, uint32_t off, int depth) {
   LValue* a = Operand(depth, -2);
   LValue* c = Operand(depth, -1);
   BasicBlock* fast = NewBlock("int");
@@ -429,7 +431,7 @@ void FunctionCompiler::EmitDivMod(Opcode op, uint32_t off, int depth) {
   b_.SetInsertPoint(done);
 }
 
-void FunctionCompiler::EmitEquality(Opcode op, int depth) {
+void IrGenerator::EmitEquality(Opcode op, int depth) {
   LValue* a = Operand(depth, -2);
   LValue* c = Operand(depth, -1);
   BasicBlock* entry = b_.GetInsertBlock();
@@ -447,7 +449,7 @@ void FunctionCompiler::EmitEquality(Opcode op, int depth) {
   SetOperand(depth, -2, TagBool(op == Opcode::EQ ? static_cast<LValue*>(equal) : b_.CreateNot(equal)));
 }
 
-void FunctionCompiler::EmitField(uint32_t off, int depth, bool write) {
+void IrGenerator::EmitField(uint32_t off, int depth, bool write) {
   const uint8_t* pc = code_ + off;
   const uint32_t symbol = ReadU32(pc + 1);
   FieldCache* cache = &fn_.field_caches[ReadU32(pc + 5)];
@@ -514,7 +516,7 @@ void FunctionCompiler::EmitField(uint32_t off, int depth, bool write) {
   }
 }
 
-void FunctionCompiler::EmitIndex(uint32_t off, int depth, bool write) {
+void IrGenerator::EmitIndex(uint32_t off, int depth, bool write) {
   const int at = write ? -3 : -2;
   LValue* obj = Operand(depth, at);
   LValue* index = Operand(depth, at + 1);
@@ -554,7 +556,7 @@ void FunctionCompiler::EmitIndex(uint32_t off, int depth, bool write) {
   b_.SetInsertPoint(done);
 }
 
-void FunctionCompiler::EmitNew(uint32_t off, int depth) {
+void IrGenerator::EmitNew(uint32_t off, int depth) {
   const uint8_t* pc = code_ + off;
   const Klass* klass = program_.classes[ReadU32(pc + 1)].get();
   const int argc = pc[5];
@@ -611,7 +613,7 @@ void FunctionCompiler::EmitNew(uint32_t off, int depth) {
   SetOperand(depth, -argc, obj);
 }
 
-void FunctionCompiler::EmitCall(uint32_t off, int depth) {
+void IrGenerator::EmitCall(uint32_t off, int depth) {
   const uint8_t* pc = code_ + off;
   const Function* callee = program_.functions[ReadU32(pc + 1)].get();
   const int argc = pc[5];
@@ -680,7 +682,7 @@ void FunctionCompiler::EmitCall(uint32_t off, int depth) {
   Reload(n - argc + 1);  // the result is in the callee's base slot
 }
 
-void FunctionCompiler::EmitRuntimeCall(uint32_t off, int depth, bool builtin) {
+void IrGenerator::EmitRuntimeCall(uint32_t off, int depth, bool builtin) {
   const uint8_t* pc = code_ + off;
   const int argc = ArgcOperand(pc);
   const int n = fn_.num_locals + depth;
@@ -702,7 +704,7 @@ void FunctionCompiler::EmitRuntimeCall(uint32_t off, int depth, bool builtin) {
   Reload(n - argc + 1);
 }
 
-void FunctionCompiler::EmitInstruction(uint32_t off, int depth) {
+void IrGenerator::EmitInstruction(uint32_t off, int depth) {
   const uint8_t* pc = code_ + off;
   const Opcode op = OpAt(off);
   const uint32_t next = off + LenAt(off);
@@ -825,7 +827,7 @@ void FunctionCompiler::EmitInstruction(uint32_t off, int depth) {
   }
 }
 
-absl::Status FunctionCompiler::Emit(const std::string& symbol) {
+absl::Status IrGenerator::Emit(const std::string& symbol) {
   absl::StatusOr<VerifiedCode> verified = VerifyFunction(program_, fn_);
   if (!verified.ok()) return verified.status();
   verified_ = *std::move(verified);
@@ -911,8 +913,8 @@ absl::Status FunctionCompiler::Emit(const std::string& symbol) {
 
 absl::Status EmitFunction(const VM& vm, const Function& fn, const std::string& symbol,
                           llvm::Module* module) {
-  FunctionCompiler compiler(vm, fn, module);
-  return compiler.Emit(symbol);
+  IrGenerator generator(vm, fn, module);
+  return generator.Emit(symbol);
 }
 
 }  // namespace minivm::jit
