@@ -17,43 +17,38 @@ absl::Status Bad(uint32_t off, const char* what) {
 
 absl::Status CheckOperands(const Program& program, const Function& fn, uint32_t off) {
   const uint8_t* pc = fn.code.data() + off;
+  auto require = [off](bool ok, const char* what) { return ok ? absl::OkStatus() : Bad(off, what); };
   switch (static_cast<Opcode>(*pc)) {
     case Opcode::PUSH_STRING:
-      if (ReadU32(pc + 1) >= program.string_constants.size()) return Bad(off, "bad string constant");
-      break;
+      return require(ReadU32(pc + 1) < program.string_constants.size(), "bad string constant");
     case Opcode::LOAD_LOCAL:
     case Opcode::STORE_LOCAL:
-      if (ReadU16(pc + 1) >= fn.num_locals) return Bad(off, "bad local");
-      break;
+      return require(ReadU16(pc + 1) < fn.num_locals, "bad local");
     case Opcode::LOAD_GLOBAL:
     case Opcode::STORE_GLOBAL:
-      if (ReadU32(pc + 1) >= program.global_names.size()) return Bad(off, "bad global");
-      break;
+      return require(ReadU32(pc + 1) < program.global_names.size(), "bad global");
     case Opcode::GET_FIELD:
     case Opcode::SET_FIELD:
-      if (ReadU32(pc + 5) >= fn.num_field_caches) return Bad(off, "bad field cache");
-      break;
+      return require(ReadU32(pc + 5) < fn.num_field_caches, "bad field cache");
     case Opcode::CALL:
-    case Opcode::SPAWN:
-      if (ReadU32(pc + 1) >= program.functions.size() ||
-          program.functions[ReadU32(pc + 1)]->arity != ArgcOperand(pc)) {
-        return Bad(off, "bad callee or argument count");
-      }
-      break;
+    case Opcode::SPAWN: {
+      const uint32_t callee = ReadU32(pc + 1);
+      return require(callee < program.functions.size() &&
+                         program.functions[callee]->arity == ArgcOperand(pc),
+                     "bad callee or argument count");
+    }
     case Opcode::NEW:
-    case Opcode::INIT_FIELDS:
-      if (ReadU32(pc + 1) >= program.classes.size() ||
-          static_cast<uint32_t>(ArgcOperand(pc)) > program.classes[ReadU32(pc + 1)]->field_count) {
-        return Bad(off, "bad class or argument count");
-      }
-      break;
+    case Opcode::INIT_FIELDS: {
+      const uint32_t klass = ReadU32(pc + 1);
+      return require(klass < program.classes.size() &&
+                         static_cast<uint32_t>(ArgcOperand(pc)) <= program.classes[klass]->field_count,
+                     "bad class or argument count");
+    }
     case Opcode::CALL_BUILTIN:
-      if (pc[1] >= std::size(kBuiltinInfos)) return Bad(off, "bad built-in");
-      break;
+      return require(pc[1] < std::size(kBuiltinInfos), "bad built-in");
     default:
-      break;
+      return absl::OkStatus();
   }
-  return absl::OkStatus();
 }
 
 }  // namespace

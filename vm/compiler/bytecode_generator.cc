@@ -42,31 +42,22 @@ bool IsSpineNode(const Expr* e) {
          e->kind == ExprKind::kIndex;
 }
 
+// The binary operators that compile to one instruction (&& and || are
+// jumps, IsLogical).
+constexpr std::pair<TokenKind, Opcode> kBinaryOpcodes[] = {
+    {TokenKind::kPlus, Opcode::ADD}, {TokenKind::kMinus, Opcode::SUB},
+    {TokenKind::kStar, Opcode::MUL}, {TokenKind::kSlash, Opcode::DIV},
+    {TokenKind::kPercent, Opcode::MOD}, {TokenKind::kEq, Opcode::EQ}, {TokenKind::kNe, Opcode::NE},
+    {TokenKind::kLt, Opcode::LT}, {TokenKind::kLe, Opcode::LE}, {TokenKind::kGt, Opcode::GT},
+    {TokenKind::kGe, Opcode::GE}};
+
+// `op` is one of kBinaryOpcodes' tokens: the parser makes binary nodes of
+// no others.
 Opcode BinaryOpcode(TokenKind op) {
-  switch (op) {
-    case TokenKind::kPlus:
-      return Opcode::ADD;
-    case TokenKind::kMinus:
-      return Opcode::SUB;
-    case TokenKind::kStar:
-      return Opcode::MUL;
-    case TokenKind::kSlash:
-      return Opcode::DIV;
-    case TokenKind::kPercent:
-      return Opcode::MOD;
-    case TokenKind::kEq:
-      return Opcode::EQ;
-    case TokenKind::kNe:
-      return Opcode::NE;
-    case TokenKind::kLt:
-      return Opcode::LT;
-    case TokenKind::kLe:
-      return Opcode::LE;
-    case TokenKind::kGt:
-      return Opcode::GT;
-    default:
-      return Opcode::GE;
+  for (const auto& [token, opcode] : kBinaryOpcodes) {
+    if (token == op) return opcode;
   }
+  return Opcode::GE;
 }
 
 // Walks one function's AST and emits its bytecode through an Emitter.

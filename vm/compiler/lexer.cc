@@ -1,6 +1,8 @@
 #include "vm/compiler/lexer.h"
 
+#include <cctype>
 #include <cstdint>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -59,38 +61,32 @@ constexpr Keyword kKeywords[] = {
     {"spawn", TokenKind::kSpawn},
 };
 
+// Every token with a fixed spelling (MINIVM_TOKENS); the punctuation among
+// them is what MatchPunctuation looks for.
+constexpr std::pair<std::string_view, TokenKind> kSpelledTokens[] = {
+#define MINIVM_SPELLED_TOKEN(name, spelling) {spelling, TokenKind::name},
+    MINIVM_TOKENS(MINIVM_SPELLED_TOKEN)
+#undef MINIVM_SPELLED_TOKEN
+};
+
+// The punctuation token `rest` starts with and its length, the longest one
+// ("<=" rather than "<"); length 0 if none. A lone '&' or '|' is none.
+std::pair<TokenKind, size_t> MatchPunctuation(std::string_view rest) {
+  std::pair<TokenKind, size_t> best = {TokenKind::kError, 0};
+  for (const auto& [spelling, kind] : kSpelledTokens) {
+    if (std::ispunct(static_cast<unsigned char>(spelling[0])) && spelling.size() > best.second &&
+        rest.starts_with(spelling)) {
+      best = {kind, spelling.size()};
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 bool CanStartToken(char c) {
-  if (IsIdentChar(c)) return true;
-  switch (c) {
-    case '(':
-    case ')':
-    case '{':
-    case '}':
-    case '[':
-    case ']':
-    case ',':
-    case ';':
-    case '.':
-    case '+':
-    case '-':
-    case '*':
-    case '/':
-    case '%':
-    case '!':
-    case '=':
-    case '<':
-    case '>':
-    case '"':
-    case ' ':
-    case '\t':
-    case '\r':
-    case '\n':
-      return true;
-    default:
-      return false;
-  }
+  return IsIdentChar(c) || c == '"' || c == ' ' || c == '\t' || c == '\r' || c == '\n' ||
+         MatchPunctuation(std::string_view(&c, 1)).second > 0;
 }
 
 Lexer::Lexer(std::string_view source, std::vector<Diagnostic>* diagnostics)
@@ -140,93 +136,13 @@ Token Lexer::Next() {
     LexIdentifier(&token);
   } else if (c == '"') {
     LexString(&token);
+  } else if (const auto [kind, length] = MatchPunctuation(source_.substr(pos_)); length > 0) {
+    for (size_t i = 0; i < length; ++i) Advance();
+    token.kind = kind;
   } else {
-    auto two = [&](char second, TokenKind both, TokenKind one) {
-      Advance();
-      if (Peek() == second && !AtEnd()) {
-        Advance();
-        token.kind = both;
-      } else {
-        token.kind = one;
-      }
-    };
     switch (c) {
-      case '(':
-        Advance();
-        token.kind = TokenKind::kLParen;
-        break;
-      case ')':
-        Advance();
-        token.kind = TokenKind::kRParen;
-        break;
-      case '{':
-        Advance();
-        token.kind = TokenKind::kLBrace;
-        break;
-      case '}':
-        Advance();
-        token.kind = TokenKind::kRBrace;
-        break;
-      case '[':
-        Advance();
-        token.kind = TokenKind::kLBracket;
-        break;
-      case ']':
-        Advance();
-        token.kind = TokenKind::kRBracket;
-        break;
-      case ',':
-        Advance();
-        token.kind = TokenKind::kComma;
-        break;
-      case ';':
-        Advance();
-        token.kind = TokenKind::kSemicolon;
-        break;
-      case '.':
-        Advance();
-        token.kind = TokenKind::kDot;
-        break;
-      case '+':
-        Advance();
-        token.kind = TokenKind::kPlus;
-        break;
-      case '-':
-        Advance();
-        token.kind = TokenKind::kMinus;
-        break;
-      case '*':
-        Advance();
-        token.kind = TokenKind::kStar;
-        break;
-      case '/':
-        Advance();
-        token.kind = TokenKind::kSlash;
-        break;
-      case '%':
-        Advance();
-        token.kind = TokenKind::kPercent;
-        break;
-      case '!':
-        two('=', TokenKind::kNe, TokenKind::kBang);
-        break;
-      case '=':
-        two('=', TokenKind::kEq, TokenKind::kAssign);
-        break;
-      case '<':
-        two('=', TokenKind::kLe, TokenKind::kLt);
-        break;
-      case '>':
-        two('=', TokenKind::kGe, TokenKind::kGt);
-        break;
       case '&':
-      case '|':
-        if (Peek(1) == c) {
-          Advance();
-          Advance();
-          token.kind = c == '&' ? TokenKind::kAndAnd : TokenKind::kOrOr;
-          break;
-        }
+      case '|':  // "&&" and "||" are punctuation; a lone one is a mistake
         Advance();
         token.kind = TokenKind::kError;
         Error(token.line, token.column,
