@@ -205,9 +205,16 @@ class IrGenerator {
 
   // --- instructions ----------------------------------------------------------
   void EmitInstruction(uint32_t off, int depth);
-  void EmitIntBinary(Opcode op, uint32_t off, int depth);
-  void EmitDivMod(Opcode op, uint32_t off, int depth);
+  // ADD..GE, DIV, MOD: the integer fast path inline, else the runtime.
+  void EmitArithmetic(Opcode op, uint32_t off, int depth);
+  LValue* IntFastPath(Opcode op, LValue* a, LValue* c);  // both tagged ints
   void EmitEquality(Opcode op, int depth);
+  // Field or element `index` (untagged) of `obj`, past `header_size`: a
+  // release store of the top operand with its card mark, or an acquire load
+  // that replaces the operands a read pops (the object, and the index if
+  // any: `read_pops`).
+  void EmitSlotAccess(LValue* obj, LValue* index, uint64_t header_size, int depth, bool write,
+                      int read_pops);
   void EmitField(uint32_t off, int depth, bool write);
   void EmitIndex(uint32_t off, int depth, bool write);
   void EmitNew(uint32_t off, int depth);
@@ -371,59 +378,43 @@ void IrGenerator::EmitSlowOperandCall(llvm::FunctionCallee callee, uint32_t off,
   Reload(n - pops + results);
 }
 
-void IrGenerator::EmitIntBinary(Opcode op, uint32_t off, int depth) {
-  LValue* a = Operand(depth, -2);
-  LValue* c = Operand(depth, -1);
-  BasicBlock* fast = NewBlock("int");
-  BasicBlock* slow = NewBlock("binary_slow");
-  BasicBlock* done = NewBlock("binary_done");
-  CondBrUnlikely(b_.CreateNot(BothInt(a, c)), slow, fast);
-  b_.SetInsertPoint(fast);
-  LValue* r = nullptr;
+LValue* IrGenerator::IntFastPath(Opcode op, LValue* a, LValue* c) {
   switch (op) {
     case Opcode::ADD:  // bits(a) + bits(b) - 1 wraps at 63 bits
-      r = b_.CreateSub(b_.CreateAdd(a, c), Const64(1));
-      break;
+      return b_.CreateSub(b_.CreateAdd(a, c), Const64(1));
     case Opcode::SUB:
-      r = b_.CreateAdd(b_.CreateSub(a, c), Const64(1));
-      break;
+      return b_.CreateAdd(b_.CreateSub(a, c), Const64(1));
     case Opcode::MUL:
-      r = Tag(b_.CreateMul(Untag(a), Untag(c)));
-      break;
+      return Tag(b_.CreateMul(Untag(a), Untag(c)));
+    case Opcode::DIV:
+      return Tag(b_.CreateSDiv(Untag(a), Untag(c)));
+    case Opcode::MOD:
+      return Tag(b_.CreateSRem(Untag(a), Untag(c)));
     case Opcode::LT:  // the tag bit does not change the order
-      r = TagBool(b_.CreateICmpSLT(a, c));
-      break;
+      return TagBool(b_.CreateICmpSLT(a, c));
     case Opcode::LE:
-      r = TagBool(b_.CreateICmpSLE(a, c));
-      break;
+      return TagBool(b_.CreateICmpSLE(a, c));
     case Opcode::GT:
-      r = TagBool(b_.CreateICmpSGT(a, c));
-      break;
+      return TagBool(b_.CreateICmpSGT(a, c));
     default:
-      r = TagBool(b_.CreateICmpSGE(a, c));
-      break;
+      return TagBool(b_.CreateICmpSGE(a, c));
   }
-  SetOperand(depth, -2, r);
-  b_.CreateBr(done);
-  b_.SetInsertPoint(slow);
-  EmitSlowOperandCall(Rt(kBinary), off, depth, 2, {thread_, b_.getInt32(static_cast<int>(op))});
-  b_.CreateBr(done);
-  b_.SetInsertPoint(done);
 }
 
-void IrGenerator::EmitDivMod(Opcode op, uint32_t off, int depth) {
+void IrGenerator::EmitArithmetic(Opcode op, uint32_t off, int depth) {
   LValue* a = Operand(depth, -2);
   LValue* c = Operand(depth, -1);
+  const bool divides = op == Opcode::DIV || op == Opcode::MOD;
   BasicBlock* fast = NewBlock("int");
-  BasicBlock* slow = NewBlock("divmod_slow");
-  BasicBlock* done = NewBlock("divmod_done");
+  BasicBlock* slow = NewBlock(divides ? "divmod_slow" : "binary_slow");
+  BasicBlock* done = NewBlock(divides ? "divmod_done" : "binary_done");
+  LValue* on_fast_path = BothInt(a, c);
   // Only positive divisors on the fast path, as in the interpreter: 0 is an
   // error and -1 may overflow; the runtime handles both.
-  LValue* positive = b_.CreateICmpSGT(c, Const64(1));
-  CondBrUnlikely(b_.CreateNot(b_.CreateAnd(BothInt(a, c), positive)), slow, fast);
+  if (divides) on_fast_path = b_.CreateAnd(on_fast_path, b_.CreateICmpSGT(c, Const64(1)));
+  CondBrUnlikely(b_.CreateNot(on_fast_path), slow, fast);
   b_.SetInsertPoint(fast);
-  LValue* r = op == Opcode::DIV ? b_.CreateSDiv(Untag(a), Untag(c)) : b_.CreateSRem(Untag(a), Untag(c));
-  SetOperand(depth, -2, Tag(r));
+  SetOperand(depth, -2, IntFastPath(op, a, c));
   b_.CreateBr(done);
   b_.SetInsertPoint(slow);
   EmitSlowOperandCall(Rt(kBinary), off, depth, 2, {thread_, b_.getInt32(static_cast<int>(op))});
@@ -447,6 +438,19 @@ void IrGenerator::EmitEquality(Opcode op, int depth) {
   equal->addIncoming(same, entry);
   equal->addIncoming(strings_equal, refs);
   SetOperand(depth, -2, TagBool(op == Opcode::EQ ? static_cast<LValue*>(equal) : b_.CreateNot(equal)));
+}
+
+void IrGenerator::EmitSlotAccess(LValue* obj, LValue* index, uint64_t header_size, int depth,
+                                 bool write, int read_pops) {
+  LValue* addr = b_.CreateInBoundsGEP(
+      i8_, AsPtr(obj), b_.CreateAdd(b_.CreateShl(index, 3), Const64(header_size)));
+  if (write) {
+    LValue* v = Operand(depth, -1);
+    StoreRelease(v, addr);
+    EmitCardMark(obj, v, nullptr);
+  } else {
+    SetOperand(depth, -read_pops, LoadAcquire(addr));
+  }
 }
 
 void IrGenerator::EmitField(uint32_t off, int depth, bool write) {
@@ -505,15 +509,7 @@ void IrGenerator::EmitField(uint32_t off, int depth, bool write) {
   if (warm_hit != nullptr) slot->addIncoming(Const64(word & 0xFFFF), warm_hit);
   slot->addIncoming(cached_slot, cache_block);
   slot->addIncoming(resolved, resolved_block);
-  LValue* addr = b_.CreateInBoundsGEP(
-      i8_, AsPtr(obj), b_.CreateAdd(b_.CreateShl(slot, 3), Const64(gc::kHeaderSize)));
-  if (write) {
-    LValue* v = Operand(depth, -1);
-    StoreRelease(v, addr);
-    EmitCardMark(obj, v, nullptr);
-  } else {
-    SetOperand(depth, -1, LoadAcquire(addr));
-  }
+  EmitSlotAccess(obj, slot, gc::kHeaderSize, depth, write, /*read_pops=*/1);
 }
 
 void IrGenerator::EmitIndex(uint32_t off, int depth, bool write) {
@@ -536,15 +532,7 @@ void IrGenerator::EmitIndex(uint32_t off, int depth, bool write) {
   LValue* i = Untag(index);
   CondBrUnlikely(b_.CreateICmpUGE(i, length), slow, fast);
   b_.SetInsertPoint(fast);
-  LValue* addr = b_.CreateInBoundsGEP(
-      i8_, AsPtr(obj), b_.CreateAdd(b_.CreateShl(i, 3), Const64(gc::kArrayHeaderSize)));
-  if (write) {
-    LValue* v = Operand(depth, -1);
-    StoreRelease(v, addr);
-    EmitCardMark(obj, v, nullptr);
-  } else {
-    SetOperand(depth, -2, LoadAcquire(addr));
-  }
+  EmitSlotAccess(obj, i, gc::kArrayHeaderSize, depth, write, /*read_pops=*/2);
   b_.CreateBr(done);
   b_.SetInsertPoint(slow);
   if (write) {
@@ -750,15 +738,13 @@ void IrGenerator::EmitInstruction(uint32_t off, int depth) {
     case Opcode::ADD:
     case Opcode::SUB:
     case Opcode::MUL:
+    case Opcode::DIV:
+    case Opcode::MOD:
     case Opcode::LT:
     case Opcode::LE:
     case Opcode::GT:
     case Opcode::GE:
-      EmitIntBinary(op, off, depth);
-      break;
-    case Opcode::DIV:
-    case Opcode::MOD:
-      EmitDivMod(op, off, depth);
+      EmitArithmetic(op, off, depth);
       break;
     case Opcode::EQ:
     case Opcode::NE:

@@ -80,6 +80,18 @@ inline bool CountHot(uint32_t threshold, const Function* fn) {
          fn->jit_state.load(std::memory_order_relaxed) == JitState::kInterpreted;
 }
 
+// NEW's and INIT_FIELDS' initialising stores: fields 0..argc-1 of `obj`, an
+// object no other thread can reach yet (so plain stores), with the barrier
+// (the object may be old: allocated outside a TLAB, or promoted by a
+// collection while INIT_FIELDS' arguments were evaluated).
+inline void InitFields(gc::Mutator* m, Object* obj, const Value* args, int argc) {
+  Value* fields = obj->fields();
+  for (int i = 0; i < argc; ++i) {
+    fields[i] = args[i];
+    gc::WriteBarrier(m, obj, args[i]);
+  }
+}
+
 inline Outcome RunCompiled(VMThread* t, JitEntry code, Frame* frame, uint32_t entry) {
   return static_cast<Outcome>(code(t, frame, entry));
 }
@@ -414,11 +426,7 @@ op_NEW : {
   // The arguments are re-read from their slots: the allocation may have
   // moved what they reference.
   Value* args = sp - argc;
-  Value* fields = obj->fields();
-  for (int i = 0; i < argc; ++i) {
-    fields[i] = args[i];
-    gc::WriteBarrier(m, obj, args[i]);
-  }
+  InitFields(m, obj, args, argc);
   sp = args;
   *sp++ = Value::Ref(obj);
   NEXT(NEW);
@@ -428,12 +436,7 @@ op_INIT_FIELDS : {
   // were evaluated: the barrier is needed.
   const int argc = pc[5];
   Value* args = sp - argc;
-  Object* obj = args[-1].AsRef();
-  Value* fields = obj->fields();
-  for (int i = 0; i < argc; ++i) {
-    fields[i] = args[i];
-    gc::WriteBarrier(m, obj, args[i]);
-  }
+  InitFields(m, args[-1].AsRef(), args, argc);
   sp = args;
   NEXT(INIT_FIELDS);
 }
