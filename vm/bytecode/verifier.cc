@@ -17,7 +17,9 @@ absl::Status Bad(uint32_t off, const char* what) {
 
 absl::Status CheckOperands(const Program& program, const Function& fn, uint32_t off) {
   const uint8_t* pc = fn.code.data() + off;
-  auto require = [off](bool ok, const char* what) { return ok ? absl::OkStatus() : Bad(off, what); };
+  auto require = [off](bool ok, const char* what) {
+    return ok ? absl::OkStatus() : Bad(off, what);
+  };
   switch (static_cast<Opcode>(*pc)) {
     case Opcode::PUSH_STRING:
       return require(ReadU32(pc + 1) < program.string_constants.size(), "bad string constant");
@@ -33,15 +35,15 @@ absl::Status CheckOperands(const Program& program, const Function& fn, uint32_t 
     case Opcode::CALL:
     case Opcode::SPAWN: {
       const uint32_t callee = ReadU32(pc + 1);
-      return require(callee < program.functions.size() &&
-                         program.functions[callee]->arity == ArgcOperand(pc),
-                     "bad callee or argument count");
+      return require(
+          callee < program.functions.size() && program.functions[callee]->arity == ArgcOperand(pc),
+          "bad callee or argument count");
     }
     case Opcode::NEW:
     case Opcode::INIT_FIELDS: {
       const uint32_t klass = ReadU32(pc + 1);
-      return require(klass < program.classes.size() &&
-                         static_cast<uint32_t>(ArgcOperand(pc)) <= program.classes[klass]->field_count,
+      return require(klass < program.classes.size() && static_cast<uint32_t>(ArgcOperand(pc)) <=
+                                                           program.classes[klass]->field_count,
                      "bad class or argument count");
     }
     case Opcode::CALL_BUILTIN:

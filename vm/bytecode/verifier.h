@@ -30,9 +30,9 @@ namespace minivm {
 // What verification learned about a function, indexed by bytecode offset.
 struct VerifiedCode {
   static constexpr int kUnreachable = -1;
-  std::vector<int> depth;        // operand-stack depth before the instruction, or kUnreachable
-  std::vector<bool> is_start;    // an instruction starts here
-  std::vector<bool> is_leader;   // starts a basic block (entry, jump target, after a branch)
+  std::vector<int> depth;       // operand-stack depth before the instruction, or kUnreachable
+  std::vector<bool> is_start;   // an instruction starts here
+  std::vector<bool> is_leader;  // starts a basic block (entry, jump target, after a branch)
   std::vector<uint32_t> loop_headers;  // LOOP targets, sorted and unique
 };
 

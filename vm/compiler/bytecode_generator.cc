@@ -116,6 +116,9 @@ class BytecodeGenerator {
   void CompileCall(const Expr* e);
   void CompileNew(const Expr* e);
   void CompileSpawn(const Expr* e);
+  // CALL or SPAWN of user function #index: the arity check, the arguments,
+  // the instruction.
+  void CompileUserFunctionCall(Opcode op, const Expr* e, uint32_t index, int depth);
   bool CheckArgCount(const Expr* e);
   void CompileArgs(const Expr* e);
   // After a call that failed to resolve: keep the stack shape of a call.
@@ -588,16 +591,7 @@ void BytecodeGenerator::CompileCall(const Expr* e) {
   const int argc = static_cast<int>(e->args.size());
   if (!CheckArgCount(e)) return EmitFailedCall(e, depth);
   if (auto it = ctx_->functions.find(e->text); it != ctx_->functions.end()) {
-    const FnDecl* decl = ctx_->fn_decls[it->second];
-    const int arity = static_cast<int>(decl->params.size());
-    if (!decl->malformed && arity != argc) {
-      Error(e->name_pos, absl::StrCat("function '", e->text, "' takes ", Plural(arity, "argument"),
-                                      ", got ", argc));
-      return EmitFailedCall(e, depth);
-    }
-    CompileArgs(e);
-    em_.EmitU32U8(Opcode::CALL, it->second, static_cast<uint8_t>(argc));
-    return;
+    return CompileUserFunctionCall(Opcode::CALL, e, it->second, depth);
   }
   if (std::optional<Builtin> b = LookupBuiltin(e->text)) {
     const BuiltinInfo& info = GetBuiltinInfo(*b);
@@ -657,7 +651,6 @@ void BytecodeGenerator::CompileNew(const Expr* e) {
 
 void BytecodeGenerator::CompileSpawn(const Expr* e) {
   const int depth = em_.depth();
-  const int argc = static_cast<int>(e->args.size());
   if (!CheckArgCount(e)) return EmitFailedCall(e, depth);
   auto it = ctx_->functions.find(e->text);
   if (it == ctx_->functions.end()) {
@@ -669,7 +662,13 @@ void BytecodeGenerator::CompileSpawn(const Expr* e) {
     }
     return EmitFailedCall(e, depth);
   }
-  const FnDecl* decl = ctx_->fn_decls[it->second];
+  CompileUserFunctionCall(Opcode::SPAWN, e, it->second, depth);
+}
+
+void BytecodeGenerator::CompileUserFunctionCall(Opcode op, const Expr* e, uint32_t index,
+                                                int depth) {
+  const int argc = static_cast<int>(e->args.size());
+  const FnDecl* decl = ctx_->fn_decls[index];
   const int arity = static_cast<int>(decl->params.size());
   if (!decl->malformed && arity != argc) {
     Error(e->name_pos, absl::StrCat("function '", e->text, "' takes ", Plural(arity, "argument"),
@@ -677,7 +676,7 @@ void BytecodeGenerator::CompileSpawn(const Expr* e) {
     return EmitFailedCall(e, depth);
   }
   CompileArgs(e);
-  em_.EmitU32U8(Opcode::SPAWN, it->second, static_cast<uint8_t>(argc));
+  em_.EmitU32U8(op, index, static_cast<uint8_t>(argc));
 }
 
 void BytecodeGenerator::EmitField(Opcode op, const Expr* e) {

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <utility>
 
@@ -60,6 +61,15 @@ constexpr Keyword kKeywords[] = {
     {"true", TokenKind::kTrue},   {"false", TokenKind::kFalse},
     {"spawn", TokenKind::kSpawn},
 };
+
+// The character the escape `\e` stands for in a string; nullopt if none.
+std::optional<char> Unescape(char e) {
+  constexpr std::pair<char, char> kEscapes[] = {{'n', '\n'}, {'t', '\t'}, {'"', '"'}, {'\\', '\\'}};
+  for (const auto& [escape, c] : kEscapes) {
+    if (escape == e) return c;
+  }
+  return std::nullopt;
+}
 
 // Every token with a fixed spelling (MINIVM_TOKENS); the punctuation among
 // them is what MatchPunctuation looks for.
@@ -257,22 +267,10 @@ void Lexer::LexString(Token* token) {
       if (AtEnd() || Peek() == '\n') continue;  // reported as unterminated
       const char e = Peek();
       Advance();
-      switch (e) {
-        case 'n':
-          value.push_back('\n');
-          break;
-        case 't':
-          value.push_back('\t');
-          break;
-        case '"':
-          value.push_back('"');
-          break;
-        case '\\':
-          value.push_back('\\');
-          break;
-        default:
-          Error(line, column, absl::StrCat("invalid escape '\\", ShowByte(e), "'"));
-          break;
+      if (const std::optional<char> unescaped = Unescape(e)) {
+        value.push_back(*unescaped);
+      } else {
+        Error(line, column, absl::StrCat("invalid escape '\\", ShowByte(e), "'"));
       }
       continue;
     }

@@ -23,8 +23,9 @@
 //     stack-map parser for a tier whose values already have a home);
 //     keeping the slots in memory all the time (stores on every push).
 //  3. Stack depth is static per instruction (the front end guarantees it and
-//     the bytecode verifier, vm/bytecode/verifier.h, re-checks it), so operand slot k is always alloca
-//     num_locals + k; a spill at depth d writes exactly num_locals + d slots.
+//     the bytecode verifier, vm/bytecode/verifier.h, re-checks it), so
+//     operand slot k is always alloca num_locals + k; a spill at depth d
+//     writes exactly num_locals + d slots.
 //  4. Allocation: NEW inlines the TLAB fast path — load top, add the
 //     constant size, compare with current_end, store top, store the class
 //     pointer (the TLAB is zero-filled, so gc_word and the fields are

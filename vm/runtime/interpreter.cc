@@ -187,32 +187,29 @@ op_STORE_GLOBAL:
   StoreShared(&globals[ReadU32(pc + 1)], *--sp);
   NEXT(STORE_GLOBAL);
 
+// Declares `slot`, the field slot of `obj` for the GET_FIELD/SET_FIELD at
+// pc: the inline cache's, else ResolveField's (which raises on failure).
+#define FIELD_SLOT(slot, obj, write)                                                  \
+  int slot = -1;                                                                      \
+  if (ABSL_PREDICT_TRUE(obj.IsRef())) {                                               \
+    slot = caches[ReadU32(pc + 5)].Lookup(KlassOf(obj.AsRef()));                      \
+  }                                                                                   \
+  if (ABSL_PREDICT_FALSE(slot < 0)) {                                                 \
+    SYNC();                                                                           \
+    slot = ResolveField(t, obj, ReadU32(pc + 1), &caches[ReadU32(pc + 5)], write);    \
+    if (slot < 0) return Outcome::kError;                                             \
+  }
+
 op_GET_FIELD : {
   const Value obj = sp[-1];
-  int slot = -1;
-  if (ABSL_PREDICT_TRUE(obj.IsRef())) {
-    slot = caches[ReadU32(pc + 5)].Lookup(KlassOf(obj.AsRef()));
-  }
-  if (ABSL_PREDICT_FALSE(slot < 0)) {
-    SYNC();
-    slot = ResolveField(t, obj, ReadU32(pc + 1), &caches[ReadU32(pc + 5)], false);
-    if (slot < 0) return Outcome::kError;
-  }
+  FIELD_SLOT(slot, obj, /*write=*/false);
   sp[-1] = LoadShared(&obj.AsRef()->fields()[slot]);
   NEXT(GET_FIELD);
 }
 op_SET_FIELD : {
   const Value obj = sp[-2];
   const Value v = sp[-1];
-  int slot = -1;
-  if (ABSL_PREDICT_TRUE(obj.IsRef())) {
-    slot = caches[ReadU32(pc + 5)].Lookup(KlassOf(obj.AsRef()));
-  }
-  if (ABSL_PREDICT_FALSE(slot < 0)) {
-    SYNC();
-    slot = ResolveField(t, obj, ReadU32(pc + 1), &caches[ReadU32(pc + 5)], true);
-    if (slot < 0) return Outcome::kError;
-  }
+  FIELD_SLOT(slot, obj, /*write=*/true);
   StoreShared(&obj.AsRef()->fields()[slot], v);
   gc::WriteBarrier(m, obj.AsRef(), v);
   sp -= 2;
@@ -455,6 +452,7 @@ op_bad:
   __attribute__((unused));
   BadOpcode(pc);
 
+#undef FIELD_SLOT
 #undef SYNC
 #undef NEXT
 #undef DISPATCH
