@@ -6,18 +6,8 @@
 #include "gtest/gtest.h"
 #include "tests/unit/vm/program_builder.h"
 
-namespace minivm {
+namespace minivm::testing {
 namespace {
-
-using testing::Asm;
-using testing::ProgramBuilder;
-using testing::RunProgram;
-using testing::RunResult;
-
-RunResult RunMain(ProgramBuilder& pb, const Asm& main, VmOptions options = {}) {
-  pb.SetMain(pb.AddFunction("main", 0, 2, 16, main));
-  return RunProgram(pb.Build(), options);
-}
 
 // print(f(s)) where s is a string constant and f a one-argument built-in.
 RunResult OnString(Builtin b, const std::string& s) {
@@ -34,8 +24,6 @@ RunResult OnInt(Builtin b, int64_t i) {
   m.Int(i).Builtin(b, 1).Builtin(Builtin::k_print, 1).Op(Opcode::POP).Null().Ret();
   return RunMain(pb, m);
 }
-
-std::string FirstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 TEST(BuiltinsTest, PrintFormats) {
   ProgramBuilder pb;
@@ -90,7 +78,7 @@ TEST(BuiltinsTest, ArrayAndBytesArguments) {
   ProgramBuilder pb;
   Asm m;
   m.Int(1 << 20).Builtin(Builtin::k_array, 1).Ret();
-  EXPECT_EQ(FirstLine(RunMain(pb, m, small).err),
+  EXPECT_EQ(FirstLine(RunMain(pb, m, 2, 16, small).err),
             "error: heap exhausted: cannot allocate 8388632 bytes");
 }
 
@@ -104,7 +92,7 @@ TEST(BuiltinsTest, Args) {
   m.Builtin(Builtin::k_print, 3).Op(Opcode::POP).Null().Ret();
   VmOptions options;
   options.program_args = {"first", "2"};
-  RunResult r = RunMain(pb, m, options);
+  RunResult r = RunMain(pb, m, 2, 16, options);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "2 first 2\n");
 }
@@ -148,7 +136,7 @@ std::string RandSequence(uint64_t seed) {
   m.Builtin(Builtin::k_print, 5).Op(Opcode::POP).Null().Ret();
   VmOptions options;
   options.seed = seed;
-  return RunMain(pb, m, options).out;
+  return RunMain(pb, m, 2, 16, options).out;
 }
 
 TEST(BuiltinsTest, RandIsDeterministicPerSeed) {
@@ -169,4 +157,4 @@ TEST(BuiltinsTest, ThreadNameNanotimeGc) {
 }
 
 }  // namespace
-}  // namespace minivm
+}  // namespace minivm::testing

@@ -11,11 +11,9 @@
 #include "gtest/gtest.h"
 #include "tests/unit/vm/program_builder.h"
 
-namespace minivm {
+namespace minivm::testing {
 namespace {
 
-using testing::Asm;
-using testing::ProgramBuilder;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -42,7 +40,8 @@ std::string Error(const Asm& code, uint16_t locals = 1, uint16_t max_stack = 4) 
 }
 
 TEST(BytecodeVerifierTest, LoopFactsAreComputed) {
-  // 0: PUSH_INT 0; 9: STORE 0; 12: LOAD 0; 15: JUMP_IF_FALSE end; 20: LOOP 12; 25: NULL; 26: RET
+  // 0: PUSH_INT 0; 9: STORE 0; 12: LOAD 0; 15: JUMP_IF_FALSE end; 20: LOOP 12;
+  // 25: NULL; 26: RET
   Asm a;
   a.Int(0).Store(0);
   const size_t head = a.here();
@@ -79,8 +78,7 @@ TEST(BytecodeVerifierTest, VariableStackEffectsFollowTheArgc) {
   // NEW Box 0, then INIT_FIELDS Box 1 pops the object and its argument and
   // pushes the object: depth 2 -> 1.
   Asm a;
-  a.New(0, 0).Int(5).Op(Opcode::INIT_FIELDS).U32(0).U8(1).Int(1).Int(2).Call(1, 2).Op(
-      Opcode::ADD);
+  a.New(0, 0).Int(5).Op(Opcode::INIT_FIELDS).U32(0).U8(1).Int(1).Int(2).Call(1, 2).Op(Opcode::ADD);
   a.Ret();
   absl::StatusOr<VerifiedCode> v = Verify(a);
   ASSERT_TRUE(v.ok()) << v.status();
@@ -89,13 +87,7 @@ TEST(BytecodeVerifierTest, VariableStackEffectsFollowTheArgc) {
 }
 
 TEST(BytecodeVerifierTest, RefusesInconsistentDepths) {
-  Asm a;
-  a.Int(1);
-  const size_t skip = a.Jump(Opcode::JUMP_IF_FALSE);
-  a.Int(2);
-  a.Bind(skip);
-  a.Int(7).Ret();
-  EXPECT_THAT(Error(a), HasSubstr("inconsistent stack depth at"));
+  EXPECT_THAT(Error(InconsistentDepthCode()), HasSubstr("inconsistent stack depth at"));
 }
 
 TEST(BytecodeVerifierTest, RefusesUnderflowAndOverflow) {
@@ -176,4 +168,4 @@ TEST(BytecodeVerifierTest, RefusesOperandsOutOfRange) {
 }
 
 }  // namespace
-}  // namespace minivm
+}  // namespace minivm::testing
