@@ -90,8 +90,7 @@ struct OpcodeInfo {
   uint8_t pushes;  // values pushed
 };
 
-namespace opcodes_internal {
-
+// Bytes of an operand.
 constexpr uint8_t OperandSize(OperandKind k) {
   switch (k) {
     case OperandKind::kU8:
@@ -106,6 +105,8 @@ constexpr uint8_t OperandSize(OperandKind k) {
   }
   return 0;
 }
+
+namespace opcodes_internal {
 
 // The pops column: an int, ARGC or ARGC + k.
 struct PopSpec {

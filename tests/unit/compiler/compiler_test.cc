@@ -60,39 +60,25 @@ std::vector<std::string> Ops(const Function& fn) {
     const OpcodeInfo& info = GetOpcodeInfo(op);
     std::string s(info.name);
     const uint8_t* a = fn.code.data() + pc + 1;
-    switch (op) {
-      case Opcode::PUSH_INT:
-        absl::StrAppend(&s, " ", gc::Value::FromBits(ReadV64(a)).AsInt());
-        break;
-      case Opcode::JUMP:
-      case Opcode::JUMP_IF_FALSE:
-      case Opcode::LOOP:
-        absl::StrAppend(&s, " @", static_cast<int64_t>(pc + info.length) + ReadI32(a));
-        break;
-      case Opcode::LOAD_LOCAL:
-      case Opcode::STORE_LOCAL:
-        absl::StrAppend(&s, " ", ReadU16(a));
-        break;
-      case Opcode::GET_FIELD:
-      case Opcode::SET_FIELD:
-        absl::StrAppend(&s, " ", ReadU32(a), " ", ReadU32(a + 4));
-        break;
-      case Opcode::CALL_BUILTIN:
-        absl::StrAppend(&s, " ", ReadU8(a), " ", ReadU8(a + 1));
-        break;
-      case Opcode::CALL:
-      case Opcode::NEW:
-      case Opcode::INIT_FIELDS:
-      case Opcode::SPAWN:
-        absl::StrAppend(&s, " ", ReadU32(a), " ", ReadU8(a + 4));
-        break;
-      case Opcode::PUSH_STRING:
-      case Opcode::LOAD_GLOBAL:
-      case Opcode::STORE_GLOBAL:
-        absl::StrAppend(&s, " ", ReadU32(a));
-        break;
-      default:
-        break;
+    for (int k = 0; k < info.num_operands; ++k) {
+      switch (info.operands[k]) {
+        case OperandKind::kV64:  // PUSH_INT's value
+          absl::StrAppend(&s, " ", gc::Value::FromBits(ReadV64(a)).AsInt());
+          break;
+        case OperandKind::kI32:  // a jump's target
+          absl::StrAppend(&s, " @", static_cast<int64_t>(pc + info.length) + ReadI32(a));
+          break;
+        case OperandKind::kU32:
+          absl::StrAppend(&s, " ", ReadU32(a));
+          break;
+        case OperandKind::kU16:
+          absl::StrAppend(&s, " ", ReadU16(a));
+          break;
+        case OperandKind::kU8:
+          absl::StrAppend(&s, " ", ReadU8(a));
+          break;
+      }
+      a += OperandSize(info.operands[k]);
     }
     out.push_back(s);
     pc += info.length;

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/unit/vm/program_builder.h"
 
@@ -43,18 +44,14 @@ TEST(BuiltinsTest, IntParsing) {
   EXPECT_EQ(OnString(Builtin::k_int, "+7").out, "7\n");
   EXPECT_EQ(OnString(Builtin::k_int, "4611686018427387903").out, "4611686018427387903\n");
   EXPECT_EQ(OnString(Builtin::k_int, "-4611686018427387904").out, "-4611686018427387904\n");
-  EXPECT_EQ(FirstLine(OnString(Builtin::k_int, "4611686018427387904").err),
-            "error: value error: int: \"4611686018427387904\" is out of the 63-bit range");
-  EXPECT_EQ(FirstLine(OnString(Builtin::k_int, "99999999999999999999999").err),
-            "error: value error: int: \"99999999999999999999999\" is out of the 63-bit range");
-  EXPECT_EQ(FirstLine(OnString(Builtin::k_int, "12a").err),
-            "error: value error: int: malformed integer \"12a\"");
-  EXPECT_EQ(FirstLine(OnString(Builtin::k_int, "").err),
-            "error: value error: int: malformed integer \"\"");
-  EXPECT_EQ(FirstLine(OnString(Builtin::k_int, "-").err),
-            "error: value error: int: malformed integer \"-\"");
-  EXPECT_EQ(FirstLine(OnString(Builtin::k_int, " 1").err),
-            "error: value error: int: malformed integer \" 1\"");
+  for (const char* input : {"4611686018427387904", "99999999999999999999999"}) {
+    EXPECT_EQ(FirstLine(OnString(Builtin::k_int, input).err),
+              absl::StrCat("error: value error: int: \"", input, "\" is out of the 63-bit range"));
+  }
+  for (const char* input : {"12a", "", "-", " 1"}) {
+    EXPECT_EQ(FirstLine(OnString(Builtin::k_int, input).err),
+              absl::StrCat("error: value error: int: malformed integer \"", input, "\""));
+  }
   EXPECT_EQ(OnInt(Builtin::k_int, 5).out, "5\n");
 }
 
