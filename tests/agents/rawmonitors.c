@@ -59,7 +59,7 @@ static void fail(const char* what, long long got, long long want) {
   } while (0)
 
 /* Monitors. g_sync carries every handshake below (counters it guards). */
-static vmtiRawMonitorID g_sync, g_reentrant, g_held, g_notify, g_gc, g_interrupt;
+static vmtiRawMonitorID g_sync, g_reentrant, g_held, g_notify, g_gc, g_interrupt, g_doomed;
 static int g_step;            /* the held-monitor and reentrancy handshakes */
 static int g_waiting;         /* threads inside RawMonitorWait(g_notify) */
 static int g_woken;           /* ... and out of it */
@@ -68,6 +68,7 @@ static int g_worker_ended;    /* ThreadEnd of worker-agent */
 static int g_agent_starts;    /* ThreadStart of the two agent threads */
 static int g_interrupted;     /* waiter-agent got INTERRUPT */
 static int g_dead_result = -1; /* waiter-agent's call after VMDeath */
+static int g_doomed_waiting;  /* the pthread waits on g_doomed */
 static vmtiThread g_worker_handle; /* from ThreadStart, on the worker itself */
 
 /* GC callbacks: atomics only. */
@@ -121,6 +122,12 @@ static void* native_thread(void* arg) {
   vmtiThread self = NULL;
   CHECK_ERR((*g_env)->GetCurrentThread(g_env, &self), VMTI_ERROR_INVALID_THREAD);
   notify_waiter(g_env);
+  /* A monitor destroyed while this thread waits on it: the wait ends with
+   * INVALID_MONITOR (it cannot be owned again), never a crash or a hang. */
+  CHECK_ERR((*g_env)->RawMonitorEnter(g_env, g_doomed), VMTI_ERROR_NONE);
+  sync_set(&g_doomed_waiting, 1);
+  CHECK_ERR((*g_env)->RawMonitorWait(g_env, g_doomed, 0), VMTI_ERROR_INVALID_MONITOR);
+  CHECK_ERR((*g_env)->RawMonitorExit(g_env, g_doomed), VMTI_ERROR_INVALID_MONITOR);
   return NULL;
 }
 
@@ -312,6 +319,11 @@ static void on_vm_init(vmtiEnv* env, vmtiThread main_thread) {
   CHECK_ERR((*env)->RawMonitorExit(env, g_notify), VMTI_ERROR_NONE);
   sync_await(&g_woken, 2);
 
+  /* g_doomed destroyed by its owner while the pthread waits on it. */
+  sync_await(&g_doomed_waiting, 1);
+  CHECK_ERR((*env)->RawMonitorEnter(env, g_doomed), VMTI_ERROR_NONE);
+  CHECK_ERR((*env)->DestroyRawMonitor(env, g_doomed), VMTI_ERROR_NONE);
+
   /* The worker's ThreadEnd, and the pthread. */
   sync_await(&g_worker_ended, 1);
   sync_await(&g_agent_starts, 2);
@@ -387,7 +399,7 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   vmtiRawMonitorID m = NULL;
   CHECK_ERR((*env)->CreateRawMonitor(env, NULL, &m), VMTI_ERROR_NULL_POINTER);
   CHECK_ERR((*env)->CreateRawMonitor(env, "x", NULL), VMTI_ERROR_NULL_POINTER);
-  vmtiRawMonitorID* all[] = {&g_sync, &g_reentrant, &g_held, &g_notify, &g_gc, &g_interrupt};
+  vmtiRawMonitorID* all[] = {&g_sync, &g_reentrant, &g_held, &g_notify, &g_gc, &g_interrupt, &g_doomed};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
     if ((*env)->CreateRawMonitor(env, "m", all[i]) != VMTI_ERROR_NONE) return 1;
   }
