@@ -21,7 +21,9 @@
  * VMTI_ERROR_INTERRUPT (and again at once on a second wait, still owning the
  * monitor); after VMDeath (phase DEAD) its LIVE call gives WRONG_PHASE,
  * which Agent_OnUnload waits for on a raw monitor (they work when DEAD) and
- * prints with the verdict.
+ * prints with the verdict. An agent thread started by VMDeath is blocked in
+ * RawMonitorEnter (VMDeath holds the monitor for good) when the process
+ * ends: the exit is normal.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -60,6 +62,7 @@ static void fail(const char* what, long long got, long long want) {
 
 /* Monitors. g_sync carries every handshake below (counters it guards). */
 static vmtiRawMonitorID g_sync, g_reentrant, g_held, g_notify, g_gc, g_interrupt, g_doomed;
+static vmtiRawMonitorID g_forever; /* entered by VMDeath, never exited */
 static int g_step;            /* the held-monitor and reentrancy handshakes */
 static int g_waiting;         /* threads inside RawMonitorWait(g_notify) */
 static int g_woken;           /* ... and out of it */
@@ -69,6 +72,7 @@ static int g_agent_starts;    /* ThreadStart of the two agent threads */
 static int g_interrupted;     /* waiter-agent got INTERRUPT */
 static int g_dead_result = -1; /* waiter-agent's call after VMDeath */
 static int g_doomed_waiting;  /* the pthread waits on g_doomed */
+static int g_blocker_started; /* blocker-agent runs (started in VMDeath) */
 static vmtiThread g_worker_handle; /* from ThreadStart, on the worker itself */
 
 /* GC callbacks: atomics only. */
@@ -332,8 +336,21 @@ static void on_vm_init(vmtiEnv* env, vmtiThread main_thread) {
   CHECK_ERR((*env)->RawMonitorEnter(env, g_held), VMTI_ERROR_INVALID_MONITOR);
 }
 
+/* Started by VMDeath: blocks in RawMonitorEnter until the process ends,
+ * which must end normally all the same. */
+static void blocker_proc(vmtiEnv* env, void* arg) {
+  (void)arg;
+  sync_set(&g_blocker_started, 1);
+  (*env)->RawMonitorEnter(env, g_forever);
+  fail("blocker-agent entered a monitor VMDeath holds", 0, 0);
+}
+
 static void on_vm_death(vmtiEnv* env) {
   check_storage(env);
+  CHECK_ERR((*env)->RawMonitorEnter(env, g_forever), VMTI_ERROR_NONE);
+  CHECK_ERR((*env)->RunAgentThread(env, "blocker-agent", blocker_proc, NULL, NULL),
+            VMTI_ERROR_NONE);
+  sync_await(&g_blocker_started, 1);
   /* VM death interrupts waiter-agent's wait; VMDeath did not wait for it. */
   sync_await(&g_interrupted, 1);
 }
@@ -399,7 +416,7 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   vmtiRawMonitorID m = NULL;
   CHECK_ERR((*env)->CreateRawMonitor(env, NULL, &m), VMTI_ERROR_NULL_POINTER);
   CHECK_ERR((*env)->CreateRawMonitor(env, "x", NULL), VMTI_ERROR_NULL_POINTER);
-  vmtiRawMonitorID* all[] = {&g_sync, &g_reentrant, &g_held, &g_notify, &g_gc, &g_interrupt, &g_doomed};
+  vmtiRawMonitorID* all[] = {&g_sync, &g_reentrant, &g_held, &g_notify, &g_gc, &g_interrupt, &g_doomed, &g_forever};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
     if ((*env)->CreateRawMonitor(env, "m", all[i]) != VMTI_ERROR_NONE) return 1;
   }
