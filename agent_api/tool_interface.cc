@@ -239,7 +239,6 @@ void ToolInterface::OnVMInit(VMThread* main) {
 
 void ToolInterface::OnVMDeath(VMThread* current) {
   if (current != nullptr) CurrentAgentThreadState().thread = current;
-  dying_thread_.store(current);
   dying_os_thread_.store(std::this_thread::get_id(), std::memory_order_release);
   dying_.store(true, std::memory_order_release);
   // Agent threads waiting on raw monitors learn that the VM is ending

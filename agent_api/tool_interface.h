@@ -175,7 +175,6 @@ class ToolInterface final : public ToolHooks,
   VM* vm_ = nullptr;
   std::atomic<vmtiPhase> phase_{VMTI_PHASE_ONLOAD};
   std::atomic<bool> dying_{false};
-  std::atomic<VMThread*> dying_thread_{nullptr};
   // The OS thread posting VMDeath (it may be no VM thread: a signal's).
   std::atomic<std::thread::id> dying_os_thread_{};
   std::atomic<int32_t> interval_;
