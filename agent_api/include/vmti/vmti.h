@@ -255,6 +255,8 @@ typedef struct vmtiInterface_1_ {
                                                  const vmtiThread* thread_list,
                                                  vmtiInt max_frame_count,
                                                  vmtiStackInfo** stack_info_ptr);
+  /* Agent threads and raw monitors: JVMTI's, with a name instead of a jthread.
+   * Raw monitor functions work in every phase and in GC callbacks. */
   /* 41 */ vmtiError (*RunAgentThread)(vmtiEnv* env, const char* name, vmtiStartFunction proc,
                                        const void* arg, vmtiThread* thread_ptr);
   /* 42 */ vmtiError (*CreateRawMonitor)(vmtiEnv* env, const char* name,
