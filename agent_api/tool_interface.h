@@ -34,6 +34,13 @@
 //    re-configuring sampling is a no-op, and ForceGarbageCollection works only
 //    on the dying thread (any other caller, such as an agent's own thread,
 //    would wait forever for a safepoint that cannot start).
+// 7. Agent threads (RunAgentThread, agent_threads.cc) are VM threads to the
+//    agent API (handles, names, ThreadStart/ThreadEnd, per-thread events)
+//    but outsiders to the heap: never attached, so never waited for by a
+//    safepoint; their heap requests (collections, safepoint operations) are
+//    made as a non-mutator's (RequesterMutator). Once VM death begins no
+//    event is posted from any thread but the dying one (EventsStoppedHere),
+//    and their RawMonitorWaits are interrupted (raw_monitors.h).
 #ifndef MINIVM_AGENT_API_TOOL_INTERFACE_H_
 #define MINIVM_AGENT_API_TOOL_INTERFACE_H_
 
@@ -41,6 +48,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -73,6 +81,10 @@ struct AgentThreadState {
   int restricted_depth = 0;          // inside GarbageCollectionStart/Finish
 };
 AgentThreadState& CurrentAgentThreadState();
+// The calling thread's mutator if it is a VM thread attached to the heap,
+// else null (agent threads and native threads; design point 7): the
+// requester to name in heap calls that may start a safepoint.
+gc::Mutator* RequesterMutator();
 
 class ToolInterface final : public ToolHooks,
                             public gc::SampleObserver,
@@ -114,6 +126,11 @@ class ToolInterface final : public ToolHooks,
   // it is ending: every other thread is stopped for good by then.
   bool ForceGarbageCollection();
 
+  // RunAgentThread: starts `proc(env, arg)` on a new agent thread named
+  // `name` (design point 7). Arguments are checked by the caller.
+  vmtiError RunAgentThread(Environment* env, const char* name, vmtiStartFunction proc,
+                           const void* arg, vmtiThread* thread_ptr);
+
   // Weak references made with NewWeakRef (no events).
   vmtiWeak NewWeakRef(gc::Object* obj);
   bool ValidWeakRef(vmtiWeak weak);
@@ -144,6 +161,9 @@ class ToolInterface final : public ToolHooks,
   void DeliverWeakEvent(const gc::WeakEvent& e);
   // GarbageCollectionStart/Finish to every environment that wants it.
   void PostGcEvent(vmtiEvent event);
+  // True once VM death began, on every thread but the one posting VMDeath:
+  // no event may be posted there any more (design points 6 and 7).
+  bool EventsStoppedHere() const;
 
   vmtiVMInterface vm_functions_;
   struct VmHandle {
@@ -155,7 +175,8 @@ class ToolInterface final : public ToolHooks,
   VM* vm_ = nullptr;
   std::atomic<vmtiPhase> phase_{VMTI_PHASE_ONLOAD};
   std::atomic<bool> dying_{false};
-  std::atomic<VMThread*> dying_thread_{nullptr};
+  // The OS thread posting VMDeath (it may be no VM thread: a signal's).
+  std::atomic<std::thread::id> dying_os_thread_{};
   std::atomic<int32_t> interval_;
 
   mutable gc::Mutex envs_mu_;
