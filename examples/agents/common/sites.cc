@@ -38,11 +38,11 @@ std::string FrameLabel(const Frame& f) {
   return s;
 }
 
-bool CaptureSample(vmtiEnv* env, vmtiObject object, vmtiClass klass, int max_depth,
-                   SiteTable* sites, std::atomic<int64_t>* next_tag, ErrorLog* log, Sample* out) {
+bool SiteTable::Capture(vmtiEnv* env, vmtiObject object, vmtiClass klass, int64_t max_depth,
+                        std::atomic<int64_t>* next_tag, ErrorLog* log, Sample* out) {
   if (!log->Check(env, (*env)->GetSampleInfo(env, &out->info), "GetSampleInfo")) return false;
-  out->stack = sites->CaptureStack(env, max_depth, log);
-  out->klass = sites->ClassName(env, klass, log);
+  out->stack = CaptureStack(env, static_cast<int>(max_depth), log);
+  out->klass = ClassName(env, klass, log);
   out->tag = next_tag->fetch_add(1, std::memory_order_relaxed);
   if (!log->Check(env, (*env)->SetTag(env, object, out->tag), "SetTag")) out->tag = 0;
   return true;

@@ -36,6 +36,15 @@ struct Frame {
   int line = 0;  // 0: unknown
 };
 
+// What the tool agents take of a sampled allocation, in SampledObjectAlloc
+// on the allocating thread (SiteTable::Capture).
+struct Sample {
+  vmtiSampleInfo info{};
+  uint32_t stack = 0;  // a SiteTable stack id (0: unknown)
+  uint32_t klass = 0;  // the class name's string id (0: unknown)
+  int64_t tag = 0;     // set on the object; 0: it could not be
+};
+
 class SiteTable {
  public:
   static constexpr uint32_t kUnknown = 0;  // stack id and frame id of "<unknown>"
@@ -45,6 +54,16 @@ class SiteTable {
   // Captures up to max_depth frames of the current thread (frame 0 the
   // innermost) and returns the interned stack id (kUnknown on failure).
   uint32_t CaptureStack(vmtiEnv* env, int max_depth, ErrorLog* log);
+
+  // In SampledObjectAlloc: fills *out for `object`, its sample info, its
+  // stack (up to max_depth frames) and class name interned here, and a
+  // fresh tag from *next_tag, set on the object so that its ObjectFree
+  // names it. The object cannot die before the callback returns, so what
+  // the caller records under the tag now is in place before that
+  // ObjectFree. Returns false (logged) if GetSampleInfo failed: the event
+  // is then dropped.
+  bool Capture(vmtiEnv* env, vmtiObject object, vmtiClass klass, int64_t max_depth,
+               std::atomic<int64_t>* next_tag, ErrorLog* log, Sample* out);
 
   // The interned name of a class (cached per vmtiClass) and of the current
   // thread (cached per OS thread); ids index strings().
@@ -103,24 +122,6 @@ class SiteTable {
   std::deque<std::string> strings_;
   std::unordered_map<const void*, uint32_t> classes_;
 };
-
-// What the tool agents take of a sampled allocation, in SampledObjectAlloc
-// on the allocating thread.
-struct Sample {
-  vmtiSampleInfo info{};
-  uint32_t stack = SiteTable::kUnknown;  // a SiteTable stack id
-  uint32_t klass = SiteTable::kUnknown;  // the class name's string id
-  int64_t tag = 0;                       // set on the object; 0: it could not be
-};
-
-// Fills *out for `object`: its sample info, its stack (up to max_depth
-// frames) and class name interned in `sites`, and a fresh tag from
-// *next_tag, set on the object so that its ObjectFree names it. The object
-// cannot die before the callback returns, so whatever the caller records
-// under the tag now is in place before that ObjectFree. Returns false
-// (logged) if GetSampleInfo failed: the event is then dropped.
-bool CaptureSample(vmtiEnv* env, vmtiObject object, vmtiClass klass, int max_depth,
-                   SiteTable* sites, std::atomic<int64_t>* next_tag, ErrorLog* log, Sample* out);
 
 // Dense ids for sites keyed by (innermost frame id, class name id), the
 // key leakcheck and lifetimes aggregate samples by; the agent keeps its

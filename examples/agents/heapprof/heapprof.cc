@@ -317,10 +317,7 @@ class Profiler {
                 vmtiLong size) {
     if (dead_.load(std::memory_order_acquire)) return;
     agent::Sample sample;
-    if (!agent::CaptureSample(env, object, klass, static_cast<int>(config_.depth), &sites_,
-                              &next_tag_, &log_, &sample)) {
-      return;
-    }
+    if (!sites_.Capture(env, object, klass, config_.depth, &next_tag_, &log_, &sample)) return;
     const vmtiSampleInfo& info = sample.info;
     interval_.store(info.interval, std::memory_order_relaxed);
     SiteKey key;

@@ -207,31 +207,24 @@ class Checker {
   void OnSample(vmtiEnv* env, vmtiThread, vmtiObject object, vmtiClass klass, vmtiLong) {
     if (dead_.load(std::memory_order_acquire)) return;
     agent::Sample sample;
-    if (!agent::CaptureSample(env, object, klass, static_cast<int>(config_.depth), &sites_,
-                              &next_tag_, &log_, &sample)) {
-      return;
-    }
-    const vmtiSampleInfo& info = sample.info;
-    const uint32_t stack = sample.stack;
-    const uint32_t frame = sites_.LeafFrame(stack);
-    const uint32_t cls = sample.klass;
-    const int64_t tag = sample.tag;
-    const bool tagged = tag != 0;
+    if (!sites_.Capture(env, object, klass, config_.depth, &next_tag_, &log_, &sample)) return;
+    const uint32_t frame = sites_.LeafFrame(sample.stack);
     bool force = false;
     {
       std::lock_guard<std::mutex> g(mu_);
       bool added = false;
-      const uint32_t s = site_ids_.Get(frame, cls, &added);
-      if (added) sites_v_.emplace_back(frame, cls, stack);
-      if (tagged) {
+      const uint32_t s = site_ids_.Get(frame, sample.klass, &added);
+      if (added) sites_v_.emplace_back(frame, sample.klass, sample.stack);
+      const double weight = sample.info.weight;
+      if (sample.tag != 0) {
         Site& site = sites_v_[s];
-        site.live_bytes += info.weight;
+        site.live_bytes += weight;
         site.live_samples++;
-        live_bytes_ += info.weight;
-        live_.emplace(tag, Record{s, pending_, gc_count_.load(std::memory_order_relaxed),
-                                  info.weight, allocated_});
+        live_bytes_ += weight;
+        live_.emplace(sample.tag, Record{s, pending_, gc_count_.load(std::memory_order_relaxed),
+                                         weight, allocated_});
       }
-      allocated_ += info.weight;
+      allocated_ += weight;
       force = ForceDueLocked();
       if (force) forcing_ = true;
     }

@@ -180,16 +180,12 @@ class Tracker {
                 vmtiLong size) {
     if (dead_.load(std::memory_order_acquire)) return;
     agent::Sample sample;
-    if (!agent::CaptureSample(env, object, klass, static_cast<int>(config_.depth), &sites_,
-                              &next_tag_, &log_, &sample)) {
-      return;
-    }
+    if (!sites_.Capture(env, object, klass, config_.depth, &next_tag_, &log_, &sample)) return;
     const vmtiSampleInfo& info = sample.info;
     const uint32_t frame = sites_.LeafFrame(sample.stack);
     const uint32_t cls = sample.klass;
     const uint32_t thr = tracing() ? sites_.ThreadName(env, thread, &log_) : 0;
-    const int64_t tag = sample.tag;
-    const bool tagged = tag != 0;
+    const int64_t tag = sample.tag;  // 0: untagged, never freed or promoted
     double objects = size > 0 ? info.weight / static_cast<double>(size) : 0;
     bool young = info.generation != VMTI_GENERATION_OLD;
     std::lock_guard<std::mutex> g(mu_);
@@ -202,12 +198,12 @@ class Tracker {
     site.samples++;
     double birth = t_bytes_;
     int64_t gc = gc_count_.load(std::memory_order_relaxed);
-    if (tagged) live_.emplace(tag, Record{s, objects, birth, gc, young, false});
+    if (tag != 0) live_.emplace(tag, Record{s, objects, birth, gc, young, false});
     t_bytes_ += info.weight;
     if (tracing()) {
       Json j;
       j["ev"] = "alloc";
-      j["id"] = tagged ? tag : 0;
+      j["id"] = tag;
       j["t_bytes"] = Round(birth);
       j["size"] = static_cast<int64_t>(size);
       j["class"] = sites_.GetString(cls);
