@@ -98,18 +98,12 @@ double HeapData::inuse_bytes() const {
 
 namespace {
 
-
 struct SiteKeyHash {
   size_t operator()(const SiteKey& k) const {
     return (static_cast<size_t>(k.stack) * 1000003u) ^ (static_cast<size_t>(k.klass) << 20) ^
            k.thread;
   }
 };
-
-
-}  // namespace
-
-namespace {
 
 // The encoder behind BuildPprof and BuildDeltaPprof. Cumulative profiles
 // clamp values at 0 (in-use sums may carry a rounding residue below 0) and
