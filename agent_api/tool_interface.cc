@@ -148,7 +148,7 @@ void ToolInterface::ReconfigureSampling() {
   // as blocked, and would stall the safepoint. Concurrent calls serialise in
   // the safepoint protocol, and each evaluates the settings current then.
   VMThread* self = CurrentAgentThreadState().thread;
-  vm_->heap()->ReconfigureSampling(self != nullptr ? &self->mutator : nullptr, interval());
+  vm_->heap()->ReconfigureSampling(self != nullptr ? &self->mutator : nullptr);
 }
 
 vmtiError ToolInterface::ResolveThread(vmtiThread handle, VMThread** out) {

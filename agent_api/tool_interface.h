@@ -128,6 +128,7 @@ class ToolInterface final : public ToolHooks,
 
   // gc::SampleObserver.
   bool SamplingEnabledFor(gc::Mutator* m) override;
+  int32_t SamplingInterval() override { return interval(); }
   void OnSampledAllocation(gc::Mutator* m, gc::Value* object_root,
                            const gc::SampleDecision& decision,
                            gc::Generation generation) override;
@@ -156,6 +157,8 @@ class ToolInterface final : public ToolHooks,
   std::atomic<vmtiPhase> phase_{VMTI_PHASE_ONLOAD};
   std::atomic<bool> dying_{false};
   std::atomic<VMThread*> dying_thread_{nullptr};
+  // The VM's sampling interval, starting at gc::kDefaultSamplingInterval: the
+  // only copy (the heap reads it through gc::SampleObserver::SamplingInterval).
   std::atomic<int32_t> interval_;
 
   mutable gc::Mutex envs_mu_;

@@ -209,8 +209,7 @@ void GenerationalHeap::RunAtSafepoint(Mutator* requester, absl::FunctionRef<void
   safepoints_.End(requester);
 }
 
-void GenerationalHeap::ReconfigureSampling(Mutator* requester, int32_t interval) {
-  sampling_interval_.store(interval, std::memory_order_relaxed);
+void GenerationalHeap::ReconfigureSampling(Mutator* requester) {
   RunAtSafepoint(requester, [this](Mutator* m) {
     // Read inside the pause: concurrent reconfigurations all end with the
     // settings current when the last one ran.
@@ -218,7 +217,8 @@ void GenerationalHeap::ReconfigureSampling(Mutator* requester, int32_t interval)
     ThreadSampler& sampler = MutatorData::Of(m)->sampler;
     sampler.Sync(m->tlab);
     sampler.Configure(observer != nullptr && observer->SamplingEnabledFor(m),
-                      sampling_interval_.load(std::memory_order_relaxed), m->tlab);
+                      observer != nullptr ? observer->SamplingInterval() : kDefaultSamplingInterval,
+                      m->tlab);
     sampler.Arm(m->tlab);
   });
 }

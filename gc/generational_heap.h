@@ -58,7 +58,7 @@ class GenerationalHeap final : public Heap {
   void SetSampleObserver(SampleObserver* observer) override {
     sample_observer_.store(observer, std::memory_order_release);
   }
-  void ReconfigureSampling(Mutator* requester, int32_t interval) override;
+  void ReconfigureSampling(Mutator* requester) override;
   void SetGcObserver(GcObserver* observer) override {
     gc_observer_.store(observer, std::memory_order_release);
   }
@@ -139,7 +139,6 @@ class GenerationalHeap final : public Heap {
   std::atomic<uint64_t> collections_{0};
   std::atomic<SampleObserver*> sample_observer_{nullptr};
   std::atomic<GcObserver*> gc_observer_{nullptr};
-  std::atomic<int32_t> sampling_interval_{kDefaultSamplingInterval};
   mutable Mutex stats_mu_;
   HeapStats stats_ ABSL_GUARDED_BY(stats_mu_);
 

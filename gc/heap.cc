@@ -125,8 +125,9 @@ void GenerationalHeap::AttachMutator(Mutator* m) {
   // Configured after Attach: any later reconfiguration sees this thread, and
   // none can run on it before it next polls.
   SampleObserver* observer = sample_observer_.load(std::memory_order_acquire);
-  data->sampler.Configure(observer != nullptr && observer->SamplingEnabledFor(m),
-                          sampling_interval_.load(std::memory_order_relaxed), m->tlab);
+  data->sampler.Configure(
+      observer != nullptr && observer->SamplingEnabledFor(m),
+      observer != nullptr ? observer->SamplingInterval() : kDefaultSamplingInterval, m->tlab);
   data->sampler.Arm(m->tlab);
 }
 

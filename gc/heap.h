@@ -139,13 +139,14 @@ class Heap {
   virtual WeakTable& weak_table() = 0;
   virtual void SetWeakObserver(WeakObserver* observer) = 0;
 
-  // Heap sampling (gc/sampler.h). The observer decides which threads sample
-  // and receives every sampled allocation; null turns sampling off.
+  // Heap sampling (gc/sampler.h). The observer owns the settings (which
+  // threads sample, and the mean interval) and receives every sampled
+  // allocation; null turns sampling off.
   virtual void SetSampleObserver(SampleObserver* observer) = 0;
-  // Sets the VM-wide mean interval and re-arms every thread's sampler at a
-  // safepoint, asking the observer which threads sample: the change takes
-  // effect at each thread's next allocation.
-  virtual void ReconfigureSampling(Mutator* requester, int32_t interval) = 0;
+  // Re-arms every thread's sampler at a safepoint with the observer's
+  // current settings, so that a change takes effect at each thread's next
+  // allocation (gc/sampler.h, design point 6).
+  virtual void ReconfigureSampling(Mutator* requester) = 0;
   // Collection start and finish, inside the pause.
   virtual void SetGcObserver(GcObserver* observer) = 0;
 
