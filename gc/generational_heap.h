@@ -1,5 +1,6 @@
 // The generational heap: the Heap implementation (heap.h), split by concern:
-//   heap.cc       reservation, options, attach/detach, the allocation slow path
+//   heap.cc       reservation, options, attach/detach, the allocation slow path,
+//                 the sampler's arming
 //   collector.cc  the collection plan: pauses, minor vs full, tenuring, logging
 //   verifier.cc   --verify-heap
 // Spaces, evacuation, marking, safepoints and weak slots live in their own
@@ -43,7 +44,6 @@ class GenerationalHeap final : public Heap {
 
   void AttachMutator(Mutator* m) override;
   void DetachMutator(Mutator* m) override;
-  Object* AllocateSlow(Mutator* m, const ClassLayout* cls, size_t size, uint64_t length) override;
   bool CollectGarbage(Mutator* requester, GcCause cause) override;
   void SafepointPoll(Mutator* m) override { safepoints_.Poll(m); }
   void EnterBlocked(Mutator* m) override { safepoints_.EnterBlocked(m); }
@@ -97,9 +97,17 @@ class GenerationalHeap final : public Heap {
   void VerifyNow(Mutator* requester);
 
  private:
+  // The slow path is a free function (the JIT calls it by address) with the
+  // heap's internals at hand.
+  friend Object* AllocateSlowPath(Mutator* m, const ClassLayout* cls, size_t size, uint64_t length);
+
   GenerationalHeap(const HeapOptions& options, VmInterface* vm, uintptr_t base, size_t size,
                    size_t young_bytes);
 
+  // Configures m's sampler from the observer's current settings and re-arms
+  // its TLAB: the one re-arming sequence, at attach and at every
+  // reconfiguration. On m's thread, or with m stopped at a safepoint.
+  void RearmSampler(Mutator* m);
   uintptr_t TryAllocate(Mutator* m, size_t size);
   // Posts a sampled allocation to the observer; returns the object's
   // (possibly new) address. Out of line: samples are rare.

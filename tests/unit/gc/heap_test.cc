@@ -137,7 +137,7 @@ TEST_F(HeapTest, GcStressCollectsEveryNthSlowPath) {
 TEST_F(HeapTest, RequestLargerThanTheHeapFailsAtOnce) {
   EXPECT_EQ(NewArray(m(), uint64_t{64} << 20), nullptr);
   EXPECT_EQ(heap_->Stats().full_collections, 0u);
-  EXPECT_EQ(heap_->AllocateSlow(m(), &kArrayLayout, kMaxObjectSize + 8, 1), nullptr);
+  EXPECT_EQ(AllocateSlowPath(m(), &kArrayLayout, kMaxObjectSize + 8, 1), nullptr);
 }
 
 TEST_F(HeapTest, ExhaustionReturnsNullThenRecovers) {
