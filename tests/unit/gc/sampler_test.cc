@@ -80,7 +80,6 @@ class MockThread {
         cursor_ += tlab_size_ + 4096;  // leave a hole: addresses need not be contiguous
         tlab_.start = tlab_.top = cursor_;
         tlab_.end = tlab_.current_end = cursor_ + tlab_size_;
-        sampler_.OnTlabFilled(tlab_);
       }
       tlab_.top += size;
       d = sampler_.Account(size, tlab_);
