@@ -2,8 +2,8 @@
 // the collector needs to size and scan any object.
 //
 // This header is the whole of what gc/ knows about objects. The VM's classes
-// (vm/runtime/klass.h) extend ClassLayout with names and fields; the collector
-// only ever reads the layout part, so gc/ never includes vm/.
+// (Klass, in vm/bytecode/program.h) extend ClassLayout with names and fields;
+// the GC only ever reads the layout part, so gc/ never includes vm/.
 //
 // Values (64 bits):
 //
