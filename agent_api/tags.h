@@ -1,8 +1,8 @@
-// Per-environment object tags, built on the collector's weak table.
+// Per-environment object tags, built on the GC's weak table.
 //
 // Design:
 // 1. Each tagged object holds one weak slot whose cookie names this
-//    environment and the tag record, so the collector's "promoted" and
+//    environment and the tag record, so the GC's "promoted" and
 //    "died" reports route back to the record: that is how ObjectPromote and
 //    ObjectFree are produced, and why a dead object's tag is still known.
 // 2. Lookup by object (GetTag, SetTag) uses an address index. Objects move,
@@ -43,7 +43,7 @@ class TagMap {
   // tag 0 removes the tag.
   void Set(gc::WeakTable& table, uint64_t epoch, int env_id, gc::Object* obj, int64_t tag);
 
-  // From the collector's reports. Promoted: the tag, once per record (nullopt
+  // From the GC's reports. Promoted: the tag, once per record (nullopt
   // when already reported). Died: the tag; the record and slot are freed.
   std::optional<int64_t> OnPromoted(uint64_t record);
   std::optional<int64_t> OnDied(gc::WeakTable& table, uint64_t record);

@@ -1,4 +1,4 @@
-// Always-on and debug-only assertions for the collector.
+// Always-on and debug-only assertions for the GC.
 //
 // MINIVM_GC_CHECK guards invariants whose violation would corrupt the heap
 // (a promotion that cannot fail did, a verifier finding); it stays on in

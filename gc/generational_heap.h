@@ -1,7 +1,7 @@
 // The generational heap: the Heap implementation (heap.h), split by concern:
 //   heap.cc       reservation, options, attach/detach, the allocation slow path,
 //                 the sampler's arming
-//   collector.cc  the collection plan: pauses, minor vs full, tenuring, logging
+//   collection.cc  the collection plan: pauses, minor vs full, tenuring, logging
 //   verifier.cc   --verify-heap
 // Spaces, evacuation, marking, safepoints and weak slots live in their own
 // files (young_gen, old_space, card_table, scavenger, marker, safepoint,
@@ -132,13 +132,13 @@ class GenerationalHeap final : public Heap {
   CardTable cards_;
   std::optional<YoungGen> young_;
   std::optional<OldSpace> old_;
-  // Guards old_ against mutators' large-object allocation; the collector
+  // Guards old_ against mutators' large-object allocation; the GC
   // takes it for the whole pause.
   Mutex old_mu_;
   SafepointManager safepoints_;
   WeakTable weak_;
 
-  // Collector state: touched only by the safepoint owner.
+  // GC state: touched only by the safepoint owner.
   uint32_t tenuring_threshold_;
 
   std::atomic<uint64_t> bytes_allocated_{0};

@@ -1,6 +1,6 @@
 // The generational heap: reservation, options, thread attachment, the
 // allocation slow path and the sampler's arming. The collection plan is in
-// collector.cc.
+// collection.cc.
 //
 // Design of the slow path (AllocateSlowPath), the single place for refills,
 // outside-TLAB and large allocations, collections, --gc-stress and sampling:

@@ -213,7 +213,7 @@ inline Object* Allocate(Mutator* m, const ClassLayout* cls, size_t size,
 //
 // The store is a relaxed atomic byte store (a plain `mov` on x86 and
 // AArch64): threads dirtying the same card concurrently is benign, and this
-// says so to the compiler and to TSan. The collector reads cards only inside
+// says so to the compiler and to TSan. The GC reads cards only inside
 // a pause, after the safepoint's synchronisation.
 inline void WriteBarrier(Mutator* m, Object* holder, Value stored) {
   if (stored.IsRef()) {

@@ -112,7 +112,7 @@ struct SampleDecision {
 double SampleWeight(size_t size, int32_t interval);
 
 // Per-thread sampler state. Owned by the heap's per-mutator data; every
-// method is called by the owning thread, or by the collector while the owner
+// method is called by the owning thread, or by the GC while the owner
 // is stopped at a safepoint.
 class ThreadSampler {
  public:

@@ -1,13 +1,13 @@
 // VMThread: one language thread — its Mutator, value stack, frames, PRNG and
 // pending error.
 //
-// Design (what the collector, the sampler, agents and the JIT rely on):
+// Design (what the GC, the sampler, agents and the JIT rely on):
 //
 //  1. The gc::Mutator is the first member, so a VMThread* is a gc::Mutator*
 //     (static_assert below). Compiled code passes that one pointer around.
 //  2. Values live on a VM-managed stack, a contiguous array reserved with
 //     mmap(MAP_NORESERVE): frame slots are [base, base + num_locals) followed
-//     by the operand stack. `sp` is the PRECISE top: the collector scans
+//     by the operand stack. `sp` is the PRECISE top: the GC scans
 //     exactly [stack_begin, sp) (VM::VisitMutatorRoots). The interpreter keeps
 //     sp and pc in registers and writes them back (sp here, pc into the top
 //     frame) before anything that can allocate, collect or stop the thread.

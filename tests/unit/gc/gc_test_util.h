@@ -1,4 +1,4 @@
-// Shared fixtures for the collector's unit tests: a mock VM (a global root
+// Shared fixtures for the GC's unit tests: a mock VM (a global root
 // array plus one root array per test thread), fake class layouts, and helpers
 // that build object graphs through gc::Allocate so that every test exercises
 // the real fast and slow paths.
