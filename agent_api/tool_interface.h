@@ -24,7 +24,7 @@
 //    (token, slot) pairs, and anything else an agent passes is rejected with
 //    VMTI_ERROR_INVALID_OBJECT. A stale or forged handle cannot crash the VM.
 // 5. Lifecycle events. ObjectPromote and ObjectFree come from the
-//    collector's weak-slot reports, delivered after the pause on the thread
+//    GC's weak-slot reports, delivered after the pause on the thread
 //    that collected, in the order the collection found them. Nothing is
 //    queued per thread, so no event can be stranded when a thread ends
 //    (statmemprof's orphan problem does not arise). Reports arriving while a
