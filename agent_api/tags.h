@@ -22,6 +22,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "agent_api/check.h"
 #include "gc/sync.h"
 #include "gc/object.h"
 #include "gc/weak_table.h"
@@ -31,6 +32,8 @@ namespace minivm::agent {
 // Cookies of weak slots: bits 40..63 = environment id + 1, bits 0..39 = the
 // tag record. Zero is "no tag" (a plain weak reference).
 inline uint64_t TagCookie(int env_id, uint64_t record) {
+  MINIVM_AGENT_DCHECK(env_id >= 0 && env_id + 1 < (1 << 24) && record < (uint64_t{1} << 40),
+                      "tag cookie fields out of range (env %d, record %d)", env_id, record);
   return (static_cast<uint64_t>(env_id + 1) << 40) | record;
 }
 inline int CookieEnv(uint64_t cookie) { return static_cast<int>(cookie >> 40) - 1; }

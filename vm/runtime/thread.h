@@ -39,6 +39,7 @@
 #include "gc/mutator.h"
 #include "gc/object.h"
 #include "vm/bytecode/program.h"
+#include "vm/runtime/check.h"
 #include "vm/runtime/errors.h"
 #include "vm/runtime/rng.h"
 
@@ -129,11 +130,19 @@ struct VMThread {
   gc::Object* AllocateArray(const Klass* klass, uint64_t length);
 
   // Temporary roots for built-ins: at most kStackSlack, popped before return.
+  // EnterFrame keeps kStackSlack slots free above every frame, so a push
+  // never reaches stack_end.
   gc::Value* PushRoot(gc::Value v) {
+    MINIVM_VM_DCHECK(sp < stack_end, "temporary root pushed past the value stack (sp %p)",
+                     static_cast<void*>(sp));
     *sp = v;
     return sp++;
   }
-  void PopRoots(size_t n) { sp -= n; }
+  void PopRoots(size_t n) {
+    MINIVM_VM_DCHECK(n <= static_cast<size_t>(sp - stack_begin), "popped %d roots, more than pushed",
+                     n);
+    sp -= n;
+  }
 
   // Unmaps the stacks of a finished, detached thread (a program may spawn
   // and join many threads; only their results must survive).
