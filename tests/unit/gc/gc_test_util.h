@@ -72,6 +72,15 @@ class GcTest : public ::testing::Test {
     heap_->AttachMutator(&main_.mutator);
   }
   void SetUp() override { MakeHeap(SmallHeapOptions()); }
+  // Replaces the fixture's heap with one made from SmallHeapOptions() as
+  // `change` edits them, for a test that needs a setting of its own.
+  template <typename F>
+  void RemakeHeap(F&& change) {
+    HeapOptions o = SmallHeapOptions();
+    change(o);
+    TearDown();
+    MakeHeap(o);
+  }
   void TearDown() override {
     if (heap_ != nullptr && main_.mutator.heap != nullptr) heap_->DetachMutator(&main_.mutator);
   }
