@@ -21,14 +21,14 @@
 #include "absl/strings/str_format.h"
 
 // `what` is a string literal naming the component.
-#define MINIVM_CHECK_AS(what, cond, fmt, ...)                                             \
-  do {                                                                                    \
-    if (ABSL_PREDICT_FALSE(!(cond))) {                                                    \
-      absl::FPrintF(stderr, "%s:%d: " what " check failed: %s: " fmt "\n", __FILE__,      \
-                    __LINE__, #cond __VA_OPT__(, ) __VA_ARGS__);                          \
-      std::fflush(stderr);                                                                \
-      std::abort();                                                                       \
-    }                                                                                     \
+#define MINIVM_CHECK_AS(what, cond, fmt, ...)                                                  \
+  do {                                                                                         \
+    if (ABSL_PREDICT_FALSE(!(cond))) {                                                         \
+      absl::FPrintF(stderr, "%s:%d: " what " check failed: %s: " fmt "\n", __FILE__, __LINE__, \
+                    #cond __VA_OPT__(, ) __VA_ARGS__);                                         \
+      std::fflush(stderr);                                                                     \
+      std::abort();                                                                            \
+    }                                                                                          \
   } while (false)
 
 #ifdef NDEBUG
@@ -40,7 +40,8 @@
   MINIVM_CHECK_AS(what, cond, fmt __VA_OPT__(, ) __VA_ARGS__)
 #endif
 
-#define MINIVM_GC_CHECK(cond, fmt, ...) MINIVM_CHECK_AS("heap", cond, fmt __VA_OPT__(, ) __VA_ARGS__)
+#define MINIVM_GC_CHECK(cond, fmt, ...) \
+  MINIVM_CHECK_AS("heap", cond, fmt __VA_OPT__(, ) __VA_ARGS__)
 #define MINIVM_GC_DCHECK(cond, fmt, ...) \
   MINIVM_DCHECK_AS("heap", cond, fmt __VA_OPT__(, ) __VA_ARGS__)
 

@@ -8,6 +8,7 @@
 #include "gc/check.h"
 
 #define MINIVM_VM_CHECK(cond, fmt, ...) MINIVM_CHECK_AS("VM", cond, fmt __VA_OPT__(, ) __VA_ARGS__)
-#define MINIVM_VM_DCHECK(cond, fmt, ...) MINIVM_DCHECK_AS("VM", cond, fmt __VA_OPT__(, ) __VA_ARGS__)
+#define MINIVM_VM_DCHECK(cond, fmt, ...) \
+  MINIVM_DCHECK_AS("VM", cond, fmt __VA_OPT__(, ) __VA_ARGS__)
 
 #endif  // MINIVM_VM_RUNTIME_CHECK_H_
