@@ -419,6 +419,22 @@ TEST(SamplerTest, IntervalChangeTakesEffectAtTheNextAllocation) {
   for (int i = 0; i < 1000; ++i) EXPECT_EQ(t.Allocate(32).sample_count, 0u);
 }
 
+// Design point 3: Arm() keeps the fast path from passing the sample point,
+// so Sync() never takes r below zero; a heap bug that let it would be caught
+// in debug builds, not hidden by clamping r.
+TEST(SamplerDeathTest, SyncPastTheSamplePointFailsTheDebugCheck) {
+  ThreadSampler sampler;
+  sampler.Seed(7, 0);
+  Tlab tlab;
+  tlab.start = tlab.top = uintptr_t{1} << 20;
+  tlab.end = tlab.current_end = tlab.start + (uintptr_t{1} << 20);
+  sampler.Configure(true, 4096, tlab);
+  sampler.Arm(tlab);
+  ASSERT_LT(tlab.current_end + 8, tlab.end);
+  tlab.top = tlab.current_end + 8;  // what no fast path may do
+  EXPECT_DEBUG_DEATH(sampler.Sync(tlab), "past the sample point");
+}
+
 TEST(SamplerRandomTest, PoissonMeanAndVarianceForLargeMeans) {
   for (double mean : {3.5, 20.0, 250.0}) {
     SamplerRandom r(17);
