@@ -4,10 +4,10 @@
 // args(), concatenation) — goes through Allocate() below: an inline
 // bump-pointer fast path on the thread's TLAB and one out-of-line slow path,
 // AllocateSlowPath. JIT-compiled code inlines the same fast path and calls
-// the same slow path (vm/jit/codegen.cc). The slow path is the only place
-// that refills TLABs, allocates outside them, collects, and samples. See
-// docs/gc.md, and docs/architecture.md for one allocation followed from the
-// bytecode to the agent's callback.
+// the same slow path (the JIT's EmitNew, vm/jit/). The slow path is the only
+// place that refills TLABs, allocates outside them, collects, and samples.
+// See docs/gc.md, and docs/architecture.md for one allocation followed from
+// the bytecode to the agent's callback.
 #ifndef MINIVM_GC_HEAP_H_
 #define MINIVM_GC_HEAP_H_
 
@@ -207,9 +207,10 @@ inline Object* Allocate(Mutator* m, const ClassLayout* cls, size_t size,
 }
 
 // The write barrier: every store of a Value into a heap object goes through
-// it; JIT-compiled code inlines the same store (vm/jit/codegen.cc). Marks the card holding the
-// object's header when a reference is stored, so a minor collection finds
-// old-to-young edges by scanning dirty cards (docs/gc.md).
+// it; JIT-compiled code inlines the same store (EmitCardMark, vm/jit/). Marks
+// the card holding the object's header when a reference is stored, so a
+// minor collection finds old-to-young edges by scanning dirty cards
+// (docs/gc.md).
 //
 // The store is a relaxed atomic byte store (a plain `mov` on x86 and
 // AArch64): threads dirtying the same card concurrently is benign, and this

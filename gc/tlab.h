@@ -12,7 +12,7 @@
 //   [top, end) is zero-filled, so the fast path never clears a body.
 //
 // The inline fast path (gc::Allocate in gc/heap.h, and the JIT's copy of it,
-// vm/jit/codegen.cc) compares a bumped `top` against `current_end`; its only
+// EmitNew in vm/jit/) compares a bumped `top` against `current_end`; its only
 // other test keeps objects above kMaxTlabObjectSize out of TLABs. The two
 // reasons for a TLAB-sized allocation to leave the fast path, the TLAB is
 // full or a sample point is due, are both expressed by `current_end` (the
