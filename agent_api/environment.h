@@ -15,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "gc/sync.h"
+#include "agent_api/check.h"
 #include "agent_api/tags.h"
 #include "vmti/vmti.h"
 
@@ -29,6 +30,9 @@ class ToolInterface;
 // Bit for an event number in the enable masks.
 inline uint64_t EventBit(vmtiEvent e) {
   static_assert(VMTI_MAX_EVENT_TYPE_VAL - VMTI_MIN_EVENT_TYPE_VAL < 64);
+  // Callers pass events that IsKnownEvent accepted, or constants.
+  MINIVM_AGENT_DCHECK(e >= VMTI_MIN_EVENT_TYPE_VAL && e <= VMTI_MAX_EVENT_TYPE_VAL,
+                      "event %d out of range", static_cast<int>(e));
   return uint64_t{1} << (static_cast<int>(e) - VMTI_MIN_EVENT_TYPE_VAL);
 }
 bool IsKnownEvent(int e);

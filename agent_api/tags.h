@@ -1,8 +1,8 @@
-// Per-environment object tags, built on the collector's weak table.
+// Per-environment object tags, built on the GC's weak table.
 //
 // Design:
 // 1. Each tagged object holds one weak slot whose cookie names this
-//    environment and the tag record, so the collector's "promoted" and
+//    environment and the tag record, so the GC's "promoted" and
 //    "died" reports route back to the record: that is how ObjectPromote and
 //    ObjectFree are produced, and why a dead object's tag is still known.
 // 2. Lookup by object (GetTag, SetTag) uses an address index. Objects move,
@@ -22,6 +22,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "agent_api/check.h"
 #include "gc/sync.h"
 #include "gc/object.h"
 #include "gc/weak_table.h"
@@ -31,6 +32,8 @@ namespace minivm::agent {
 // Cookies of weak slots: bits 40..63 = environment id + 1, bits 0..39 = the
 // tag record. Zero is "no tag" (a plain weak reference).
 inline uint64_t TagCookie(int env_id, uint64_t record) {
+  MINIVM_AGENT_DCHECK(env_id >= 0 && env_id + 1 < (1 << 24) && record < (uint64_t{1} << 40),
+                      "tag cookie fields out of range (env %d, record %d)", env_id, record);
   return (static_cast<uint64_t>(env_id + 1) << 40) | record;
 }
 inline int CookieEnv(uint64_t cookie) { return static_cast<int>(cookie >> 40) - 1; }
@@ -43,7 +46,7 @@ class TagMap {
   // tag 0 removes the tag.
   void Set(gc::WeakTable& table, uint64_t epoch, int env_id, gc::Object* obj, int64_t tag);
 
-  // From the collector's reports. Promoted: the tag, once per record (nullopt
+  // From the GC's reports. Promoted: the tag, once per record (nullopt
   // when already reported). Died: the tag; the record and slot are freed.
   std::optional<int64_t> OnPromoted(uint64_t record);
   std::optional<int64_t> OnDied(gc::WeakTable& table, uint64_t record);

@@ -158,7 +158,7 @@ void ToolInterface::ReconfigureSampling() {
   // No lock here: a mutator waiting on a mutex could neither poll nor count
   // as blocked, and would stall the safepoint. Concurrent calls serialise in
   // the safepoint protocol, and each evaluates the settings current then.
-  vm_->heap()->ReconfigureSampling(RequesterMutator(), interval());
+  vm_->heap()->ReconfigureSampling(RequesterMutator());
 }
 
 vmtiError ToolInterface::ResolveThread(vmtiThread handle, VMThread** out) {

@@ -24,7 +24,7 @@
 //    (token, slot) pairs, and anything else an agent passes is rejected with
 //    VMTI_ERROR_INVALID_OBJECT. A stale or forged handle cannot crash the VM.
 // 5. Lifecycle events. ObjectPromote and ObjectFree come from the
-//    collector's weak-slot reports, delivered after the pause on the thread
+//    GC's weak-slot reports, delivered after the pause on the thread
 //    that collected, in the order the collection found them. Nothing is
 //    queued per thread, so no event can be stranded when a thread ends
 //    (statmemprof's orphan problem does not arise). Reports arriving while a
@@ -145,6 +145,7 @@ class ToolInterface final : public ToolHooks,
 
   // gc::SampleObserver.
   bool SamplingEnabledFor(gc::Mutator* m) override;
+  int32_t SamplingInterval() override { return interval(); }
   void OnSampledAllocation(gc::Mutator* m, gc::Value* object_root,
                            const gc::SampleDecision& decision,
                            gc::Generation generation) override;
@@ -177,6 +178,8 @@ class ToolInterface final : public ToolHooks,
   std::atomic<bool> dying_{false};
   // The OS thread posting VMDeath (it may be no VM thread: a signal's).
   std::atomic<std::thread::id> dying_os_thread_{};
+  // The VM's sampling interval, starting at gc::kDefaultSamplingInterval: the
+  // only copy (the heap reads it through gc::SampleObserver::SamplingInterval).
   std::atomic<int32_t> interval_;
 
   mutable gc::Mutex envs_mu_;

@@ -18,9 +18,12 @@ enum class Generation { kYoung, kOld };
 class SampleObserver {
  public:
   virtual ~SampleObserver() = default;
-  // Whether thread m samples at all; consulted when sampling is
-  // reconfigured and when a thread attaches.
+  // The sampling settings, which the observer owns (the heap keeps no copy):
+  // whether thread m samples at all, and the mean interval in bytes (0
+  // samples every allocation). Consulted when a thread attaches and at every
+  // Heap::ReconfigureSampling, inside its safepoint.
   virtual bool SamplingEnabledFor(Mutator* m) = 0;
+  virtual int32_t SamplingInterval() = 0;
   // A sample point fell inside a new object. On the allocating thread, after
   // the object is fully initialised. *object_root is a GC root for the whole
   // call and is updated if a collection moves the object (the observer may

@@ -1,6 +1,7 @@
 // The generational heap: the Heap implementation (heap.h), split by concern:
-//   heap.cc       reservation, options, attach/detach, the allocation slow path
-//   collector.cc  the collection plan: pauses, minor vs full, tenuring, logging
+//   heap.cc       reservation, options, attach/detach, the allocation slow path,
+//                 the sampler's arming
+//   collection.cc  the collection plan: pauses, minor vs full, tenuring, logging
 //   verifier.cc   --verify-heap
 // Spaces, evacuation, marking, safepoints and weak slots live in their own
 // files (young_gen, old_space, card_table, scavenger, marker, safepoint,
@@ -43,7 +44,6 @@ class GenerationalHeap final : public Heap {
 
   void AttachMutator(Mutator* m) override;
   void DetachMutator(Mutator* m) override;
-  Object* AllocateSlow(Mutator* m, const ClassLayout* cls, size_t size, uint64_t length) override;
   bool CollectGarbage(Mutator* requester, GcCause cause) override;
   void SafepointPoll(Mutator* m) override { safepoints_.Poll(m); }
   void EnterBlocked(Mutator* m) override { safepoints_.EnterBlocked(m); }
@@ -58,7 +58,7 @@ class GenerationalHeap final : public Heap {
   void SetSampleObserver(SampleObserver* observer) override {
     sample_observer_.store(observer, std::memory_order_release);
   }
-  void ReconfigureSampling(Mutator* requester, int32_t interval) override;
+  void ReconfigureSampling(Mutator* requester) override;
   void SetGcObserver(GcObserver* observer) override {
     gc_observer_.store(observer, std::memory_order_release);
   }
@@ -97,9 +97,17 @@ class GenerationalHeap final : public Heap {
   void VerifyNow(Mutator* requester);
 
  private:
+  // The slow path is a free function (the JIT calls it by address) with the
+  // heap's internals at hand.
+  friend Object* AllocateSlowPath(Mutator* m, const ClassLayout* cls, size_t size, uint64_t length);
+
   GenerationalHeap(const HeapOptions& options, VmInterface* vm, uintptr_t base, size_t size,
                    size_t young_bytes);
 
+  // Configures m's sampler from the observer's current settings and re-arms
+  // its TLAB: the one re-arming sequence, at attach and at every
+  // reconfiguration. On m's thread, or with m stopped at a safepoint.
+  void RearmSampler(Mutator* m);
   uintptr_t TryAllocate(Mutator* m, size_t size);
   // Posts a sampled allocation to the observer; returns the object's
   // (possibly new) address. Out of line: samples are rare.
@@ -124,13 +132,13 @@ class GenerationalHeap final : public Heap {
   CardTable cards_;
   std::optional<YoungGen> young_;
   std::optional<OldSpace> old_;
-  // Guards old_ against mutators' large-object allocation; the collector
+  // Guards old_ against mutators' large-object allocation; the GC
   // takes it for the whole pause.
   Mutex old_mu_;
   SafepointManager safepoints_;
   WeakTable weak_;
 
-  // Collector state: touched only by the safepoint owner.
+  // GC state: touched only by the safepoint owner.
   uint32_t tenuring_threshold_;
 
   std::atomic<uint64_t> bytes_allocated_{0};
@@ -139,7 +147,6 @@ class GenerationalHeap final : public Heap {
   std::atomic<uint64_t> collections_{0};
   std::atomic<SampleObserver*> sample_observer_{nullptr};
   std::atomic<GcObserver*> gc_observer_{nullptr};
-  std::atomic<int32_t> sampling_interval_{kDefaultSamplingInterval};
   mutable Mutex stats_mu_;
   HeapStats stats_ ABSL_GUARDED_BY(stats_mu_);
 

@@ -1,9 +1,9 @@
-// The generational heap: reservation, options, thread attachment and the
-// allocation slow path. The collection plan is in collector.cc.
+// The generational heap: reservation, options, thread attachment, the
+// allocation slow path and the sampler's arming. The collection plan is in
+// collection.cc.
 //
-// Design of the slow path (AllocateSlow), the single place for refills,
-// outside-TLAB and large allocations, collections, --gc-stress and, later,
-// sampling:
+// Design of the slow path (AllocateSlowPath), the single place for refills,
+// outside-TLAB and large allocations, collections, --gc-stress and sampling:
 // 1. It is a poll site: a pending safepoint is honoured first.
 // 2. Requests that cannot fit even in an empty heap return nullptr at once.
 // 3. Memory handed out is zeroed here, by the receiving thread: a whole TLAB
@@ -24,7 +24,9 @@
 //    point when the thread samples (gc/sampler.h).
 // 6. Sampler bookkeeping: Sync on entry (before anything moves the TLAB),
 //    Sync + OnTlabRetired in RetireTlab (refills and collections alike),
-//    Account + Arm after placing the object. Nothing else touches it.
+//    Account + Arm after placing the object, Resume + Arm after a sample's
+//    callback. Outside the slow path only RearmSampler (attach and
+//    ReconfigureSampling: Sync, Configure, Arm) touches it.
 #include "gc/heap.h"
 
 #include <sys/mman.h>
@@ -124,10 +126,7 @@ void GenerationalHeap::AttachMutator(Mutator* m) {
   safepoints_.Attach(m);
   // Configured after Attach: any later reconfiguration sees this thread, and
   // none can run on it before it next polls.
-  SampleObserver* observer = sample_observer_.load(std::memory_order_acquire);
-  data->sampler.Configure(observer != nullptr && observer->SamplingEnabledFor(m),
-                          sampling_interval_.load(std::memory_order_relaxed), m->tlab);
-  data->sampler.Arm(m->tlab);
+  RearmSampler(m);
 }
 
 void GenerationalHeap::DetachMutator(Mutator* m) {
@@ -194,29 +193,33 @@ uintptr_t GenerationalHeap::TryAllocate(Mutator* m, size_t size) {
   return p;
 }
 
-Object* GenerationalHeap::AllocateSlow(Mutator* m, const ClassLayout* cls, size_t size,
-                                       uint64_t length) {
+// gc::Heap has one implementation, so the slow path reaches the
+// GenerationalHeap behind m->heap directly, without a virtual hop.
+Object* AllocateSlowPath(Mutator* m, const ClassLayout* cls, size_t size, uint64_t length) {
   MINIVM_GC_DCHECK(size >= kHeaderSize && size % kObjectAlignment == 0, "bad allocation size %d",
                    size);
+  GenerationalHeap& heap = *static_cast<GenerationalHeap*>(m->heap);
+  using GcKind = GenerationalHeap::GcKind;
   gc::SafepointPoll(m);
   ThreadSampler& sampler = MutatorData::Of(m)->sampler;
   sampler.Sync(m->tlab);
   // A request that no collection can satisfy fails at once.
-  if (size > kMaxObjectSize || (size > kLargeObjectThreshold && size > old_->capacity())) {
+  if (size > kMaxObjectSize || (size > kLargeObjectThreshold && size > heap.old_->capacity())) {
     return nullptr;
   }
-  if (options_.gc_stress_every != 0 &&
-      (stress_counter_.fetch_add(1, std::memory_order_relaxed) + 1) % options_.gc_stress_every ==
+  if (heap.options_.gc_stress_every != 0 &&
+      (heap.stress_counter_.fetch_add(1, std::memory_order_relaxed) + 1) %
+              heap.options_.gc_stress_every ==
           0) {
-    Collect(m, GcCause::kStress, GcKind::kMinor);
+    heap.Collect(m, GcCause::kStress, GcKind::kMinor);
   }
   uintptr_t mem = 0;
   bool tried_minor = size > kLargeObjectThreshold;  // a minor GC cannot free old pages
   for (;;) {
-    mem = TryAllocate(m, size);
+    mem = heap.TryAllocate(m, size);
     if (mem != 0) break;
-    const GcKind ran = Collect(m, GcCause::kAllocationFailure,
-                               tried_minor ? GcKind::kFull : GcKind::kMinor, size, &mem);
+    const GcKind ran = heap.Collect(m, GcCause::kAllocationFailure,
+                                    tried_minor ? GcKind::kFull : GcKind::kMinor, size, &mem);
     if (mem != 0 || ran == GcKind::kFull) break;
     if (ran == GcKind::kMinor) tried_minor = true;
   }
@@ -232,11 +235,33 @@ Object* GenerationalHeap::AllocateSlow(Mutator* m, const ClassLayout* cls, size_
   // passes this point exactly once.
   const SampleDecision decision = sampler.Account(size, m->tlab);
   sampler.Arm(m->tlab);
-  if (ABSL_PREDICT_FALSE(decision.sample_count != 0)) obj = ReportSample(m, obj, decision);
+  if (ABSL_PREDICT_FALSE(decision.sample_count != 0)) obj = heap.ReportSample(m, obj, decision);
   MINIVM_GC_DCHECK(m->tlab.start <= m->tlab.top && m->tlab.top <= m->tlab.current_end &&
                        m->tlab.current_end <= m->tlab.end,
                    "TLAB invariant broken on return from the slow path");
   return obj;
+}
+
+// Design point 6 of gc/sampler.h: a change of settings redraws every
+// thread's gap and re-arms its TLAB, so it takes effect at each thread's
+// next allocation.
+void GenerationalHeap::ReconfigureSampling(Mutator* requester) {
+  RunAtSafepoint(requester, [this](Mutator* m) { RearmSampler(m); });
+}
+
+void GenerationalHeap::RearmSampler(Mutator* m) {
+  // The observer and its settings are read here, inside the pause (or at
+  // attach): concurrent reconfigurations all end with the settings current
+  // when the last one ran.
+  SampleObserver* observer = sample_observer_.load(std::memory_order_acquire);
+  ThreadSampler& sampler = MutatorData::Of(m)->sampler;
+  sampler.Sync(m->tlab);  // charge what the fast path allocated since the last slow path
+  if (observer != nullptr) {
+    sampler.Configure(observer->SamplingEnabledFor(m), observer->SamplingInterval(), m->tlab);
+  } else {
+    sampler.Configure(false, kDefaultSamplingInterval, m->tlab);
+  }
+  sampler.Arm(m->tlab);
 }
 
 Object* GenerationalHeap::ReportSample(Mutator* m, Object* obj, const SampleDecision& decision) {
@@ -267,10 +292,6 @@ HeapStats GenerationalHeap::Stats() const {
 void GenerationalHeap::SetWeakObserver(WeakObserver* observer) {
   MutexLock lock(&observer_mu_);
   observer_ = observer;
-}
-
-Object* AllocateSlowPath(Mutator* m, const ClassLayout* cls, size_t size, uint64_t length) {
-  return m->heap->AllocateSlow(m, cls, size, length);
 }
 
 }  // namespace minivm::gc

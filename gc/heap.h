@@ -1,10 +1,13 @@
 // The managed heap: the allocation entry point, collections, safepoints.
 //
-// All allocation — interpreter, JIT-compiled code, VM-internal (string
-// constants, args(), concatenation) — goes through Allocate() below: an inline
+// All allocation — interpreter, built-ins, VM-internal (string constants,
+// args(), concatenation) — goes through Allocate() below: an inline
 // bump-pointer fast path on the thread's TLAB and one out-of-line slow path,
-// Heap::AllocateSlow. The slow path is the only place that refills TLABs,
-// allocates outside them, collects, and (later) samples. See docs/gc.md.
+// AllocateSlowPath. JIT-compiled code inlines the same fast path and calls
+// the same slow path (the JIT's EmitNew, vm/jit/). The slow path is the only
+// place that refills TLABs, allocates outside them, collects, and samples.
+// See docs/gc.md, and docs/architecture.md for one allocation followed from
+// the bytecode to the agent's callback.
 #ifndef MINIVM_GC_HEAP_H_
 #define MINIVM_GC_HEAP_H_
 
@@ -98,15 +101,6 @@ class Heap {
   // touch heap objects afterwards.
   virtual void DetachMutator(Mutator* m) = 0;
 
-  // The allocation slow path. Precondition: size is the object's exact size
-  // (a multiple of 8, at least 16, at most kMaxObjectSize). May collect: the
-  // caller must hold every reference it still needs in a root. Returns the
-  // object with its header written, its body zeroed and, for array layouts,
-  // its length set; nullptr when even a full collection cannot find room
-  // (the caller raises "heap exhausted").
-  virtual Object* AllocateSlow(Mutator* m, const ClassLayout* cls, size_t size,
-                               uint64_t length) = 0;
-
   // A full collection requested by the program or an agent. False when
   // none ran: the world is stopped for good (VM death) by another thread.
   virtual bool CollectGarbage(Mutator* requester, GcCause cause) = 0;
@@ -127,10 +121,10 @@ class Heap {
   virtual HeapStats Stats() const = 0;
 
   // Stops the world and calls fn(m) for every attached mutator (the requester
-  // included) on the requester's thread, then restarts it. The agent API
-  // uses it to re-arm every thread's TLAB (Tlab::current_end) when sampling
-  // settings change. fn must not allocate or block. `requester` is the
-  // calling thread's mutator, or null when the caller is not a mutator.
+  // included) on the requester's thread, then restarts it. ReconfigureSampling
+  // re-arms the samplers with it; the agent API reads stopped threads' stacks
+  // with it. fn must not allocate or block. `requester` is the calling
+  // thread's mutator, or null when the caller is not a mutator.
   virtual void RunAtSafepoint(Mutator* requester,
                               absl::FunctionRef<void(Mutator*)> fn) = 0;
 
@@ -139,13 +133,14 @@ class Heap {
   virtual WeakTable& weak_table() = 0;
   virtual void SetWeakObserver(WeakObserver* observer) = 0;
 
-  // Heap sampling (gc/sampler.h). The observer decides which threads sample
-  // and receives every sampled allocation; null turns sampling off.
+  // Heap sampling (gc/sampler.h). The observer owns the settings (which
+  // threads sample, and the mean interval) and receives every sampled
+  // allocation; null turns sampling off.
   virtual void SetSampleObserver(SampleObserver* observer) = 0;
-  // Sets the VM-wide mean interval and re-arms every thread's sampler at a
-  // safepoint, asking the observer which threads sample: the change takes
-  // effect at each thread's next allocation.
-  virtual void ReconfigureSampling(Mutator* requester, int32_t interval) = 0;
+  // Re-arms every thread's sampler at a safepoint with the observer's
+  // current settings, so that a change takes effect at each thread's next
+  // allocation (gc/sampler.h, design point 6).
+  virtual void ReconfigureSampling(Mutator* requester) = 0;
   // Collection start and finish, inside the pause.
   virtual void SetGcObserver(GcObserver* observer) = 0;
 
@@ -170,8 +165,17 @@ class BlockedScope {
   Mutator* m_;
 };
 
-// Out of line and cold: the fast path below must stay a handful of
-// instructions. Defined in heap.cc.
+// The allocation slow path, the one out-of-line half of Allocate() below
+// and the function JIT-compiled code calls when its inline fast path fails
+// (through minivm_jit_new). Out of line and cold: the fast path must stay a
+// handful of instructions. Defined in heap.cc, where its design is.
+//
+// Precondition: size is the object's exact size (a multiple of 8, at least
+// 16, at most kMaxObjectSize). May collect: the caller must hold every
+// reference it still needs in a root. Returns the object with its header
+// written, its body zeroed and, for array layouts, its length set; nullptr
+// when even a full collection cannot find room (the caller raises "heap
+// exhausted").
 Object* AllocateSlowPath(Mutator* m, const ClassLayout* cls, size_t size,
                          uint64_t length);
 
@@ -182,7 +186,7 @@ inline constexpr size_t kMaxTlabObjectSize = size_t{8} << 10;
 
 // The allocation entry point. `size` must be the exact object size for `cls`
 // and `length` (see object.h) and at most kMaxObjectSize. `length` is ignored
-// for kFields layouts. May collect (see Heap::AllocateSlow).
+// for kFields layouts. May collect (see AllocateSlowPath).
 //
 // The size test is a constant fold for field objects (their size is known at
 // the call site) and one compare for arrays; it keeps large arrays out of
@@ -203,13 +207,14 @@ inline Object* Allocate(Mutator* m, const ClassLayout* cls, size_t size,
 }
 
 // The write barrier: every store of a Value into a heap object goes through
-// it (interpreter now, inlined by the JIT later). Marks the card holding the
-// object's header when a reference is stored, so a minor collection finds
-// old-to-young edges by scanning dirty cards (docs/gc.md).
+// it; JIT-compiled code inlines the same store (EmitCardMark, vm/jit/). Marks
+// the card holding the object's header when a reference is stored, so a
+// minor collection finds old-to-young edges by scanning dirty cards
+// (docs/gc.md).
 //
 // The store is a relaxed atomic byte store (a plain `mov` on x86 and
 // AArch64): threads dirtying the same card concurrently is benign, and this
-// says so to the compiler and to TSan. The collector reads cards only inside
+// says so to the compiler and to TSan. The GC reads cards only inside
 // a pause, after the safepoint's synchronisation.
 inline void WriteBarrier(Mutator* m, Object* holder, Value stored) {
   if (stored.IsRef()) {

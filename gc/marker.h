@@ -2,13 +2,13 @@
 // whole heap (young and old), setting kMarked in each reached object's
 // gc_word. Old objects are then swept (old_space.h); young ones are either
 // all evacuated to the old generation or, when they cannot all fit, left in
-// place and unmarked again (collector.cc).
+// place and unmarked again (collection.cc).
 //
 // 1. An explicit mark stack, never recursion (deep lists would overflow the
 //    C stack). Rejected: a mark bitmap (one more side structure to keep in
 //    sync; the header has the bit already and sweep visits every cell).
 // 2. While marking, young objects are recorded with their size class so the
-//    collector can decide exactly whether the old generation can absorb them.
+//    GC can decide exactly whether the old generation can absorb them.
 #ifndef MINIVM_GC_MARKER_H_
 #define MINIVM_GC_MARKER_H_
 

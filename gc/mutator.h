@@ -1,4 +1,4 @@
-// The collector's view of one VM thread.
+// The GC's view of one VM thread.
 //
 // The VM embeds a Mutator at offset 0 of its thread object, so the thread
 // pointer that the interpreter and compiled code pass around is also the

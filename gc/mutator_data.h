@@ -14,7 +14,7 @@ struct MutatorData {
   static MutatorData* Of(Mutator* m) { return static_cast<MutatorData*>(m->gc_private); }
 
   SafepointState state = SafepointState::kRunning;  // guarded by SafepointManager's mutex
-  TlabSizer tlab_sizer;                       // the owning thread, or the collector in a pause
+  TlabSizer tlab_sizer;                       // the owning thread, or the GC in a pause
   // The owning thread, or a safepoint owner while the thread is stopped.
   ThreadSampler sampler;
   // Holds a sampled object while observers run: a root (VisitAllRoots),

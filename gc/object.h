@@ -1,9 +1,9 @@
 // The heap's object model: tagged values, the object header and the layouts
-// the collector needs to size and scan any object.
+// the GC needs to size and scan any object.
 //
 // This header is the whole of what gc/ knows about objects. The VM's classes
-// (vm/runtime/klass.h) extend ClassLayout with names and fields; the collector
-// only ever reads the layout part, so gc/ never includes vm/.
+// (Klass, in vm/bytecode/program.h) extend ClassLayout with names and fields;
+// the GC only ever reads the layout part, so gc/ never includes vm/.
 //
 // Values (64 bits):
 //
@@ -15,7 +15,7 @@
 //   | 0                                                             |   null
 //   +---------------------------------------------------------------+
 //
-// Every 64-bit slot the collector scans is a Value, so every slot can be
+// Every 64-bit slot the GC scans is a Value, so every slot can be
 // classified exactly (no conservative scanning). Integers carry tag 1 so that
 // references are plain pointers and null is all-zero memory: a freshly zeroed
 // object is an object whose fields are all null.
@@ -23,7 +23,7 @@
 // Object header (16 bytes), then the body:
 //
 //   offset  0: const ClassLayout*  klass    immutable after allocation
-//   offset  8: uint64_t            gc_word  owned by the collector:
+//   offset  8: uint64_t            gc_word  owned by the GC:
 //        bit  0      forwarded: the rest of the word is the new address
 //        bit  1      marked (old-generation mark-sweep)
 //        bits 2..5   age: minor collections survived (saturates at 15)
@@ -93,7 +93,7 @@ enum class LayoutKind : uint8_t {
   kByteArray,  // length word, then raw bytes (never scanned)
 };
 
-// What the collector knows about a class. The VM's Klass derives from this;
+// What the GC knows about a class. The VM's Klass derives from this;
 // instances are never moved or freed while the heap lives.
 struct ClassLayout {
   LayoutKind kind = LayoutKind::kFields;
@@ -151,7 +151,7 @@ struct Object {
     return 0;
   }
 
-  // The Value slots the collector must visit: [begin, end).
+  // The Value slots the GC must visit: [begin, end).
   Value* SlotsBegin() {
     return klass->kind == LayoutKind::kRefArray ? elements() : fields();
   }

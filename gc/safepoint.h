@@ -15,7 +15,7 @@
 //    is active, so a blocked thread never re-enters the heap mid-pause.
 // 4. End clears the poll words and wakes everyone. All transitions happen
 //    under one mutex, which also orders the mutators' heap writes before the
-//    collector's reads and the collector's writes before the mutators resume.
+//    GC's reads and writes before the mutators resume.
 // 5. Attach waits for an active safepoint to end before registering, so it
 //    must be called by the new thread itself (or by a thread that is inside a
 //    blocked region): a registered running thread waiting there would stall

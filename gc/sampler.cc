@@ -1,21 +1,14 @@
 #include "gc/sampler.h"
 
-#include <algorithm>
 #include <math.h>
 
+#include <algorithm>
 #include <cmath>
+
+#include "gc/check.h"
 
 namespace minivm::gc {
 namespace {
-
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-inline uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 // std::lgamma writes the global `signgam`: a data race when several threads
 // sample large objects at once. lgamma_r keeps the sign local.
@@ -25,23 +18,6 @@ double LogGamma(double x) {
 }
 
 }  // namespace
-
-void SamplerRandom::Seed(uint64_t seed) {
-  uint64_t sm = seed;
-  for (uint64_t& s : s_) s = SplitMix64(sm);
-}
-
-uint64_t SamplerRandom::Next() {
-  const uint64_t result = Rotl(s_[0] + s_[3], 23) + s_[0];
-  const uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = Rotl(s_[3], 45);
-  return result;
-}
 
 double SamplerRandom::NextOpenClosed() {
   return static_cast<double>((Next() >> 11) + 1) * 0x1.0p-53;
@@ -95,7 +71,7 @@ double SampleWeight(size_t size, int32_t interval) {
 void ThreadSampler::Seed(uint64_t vm_seed, uint64_t thread_index) {
   // Distinct, decorrelated streams per thread: splitmix64 of a mix of both.
   uint64_t mix = vm_seed ^ (thread_index * 0xD1B54A32D192ED03ull + 0x8CB92BA72F3D8DD7ull);
-  random_.Seed(SplitMix64(mix));
+  random_ = SamplerRandom(SplitMix64(mix));
 }
 
 void ThreadSampler::Configure(bool enabled, int32_t interval, const Tlab& tlab) {
@@ -106,17 +82,20 @@ void ThreadSampler::Configure(bool enabled, int32_t interval, const Tlab& tlab) 
 }
 
 void ThreadSampler::Sync(const Tlab& tlab) {
-  if (suspended_ == 0 && anchor_top_ != 0 && tlab.top >= anchor_top_) {
-    // Arm() guaranteed top <= anchor + floor(r), so r stays >= 0.
+  // Disabled or suspended, nothing is charged: r is redrawn when sampling is
+  // enabled again (Configure), and kept across a callback (design point 7).
+  if (enabled() && anchor_top_ != 0) {
+    MINIVM_GC_DCHECK(tlab.top >= anchor_top_, "TLAB top %d moved below the sampler's anchor %d",
+                     tlab.top, anchor_top_);
     r_ -= static_cast<double>(tlab.top - anchor_top_);
-    if (r_ < 0) r_ = 0;
+    // Arm() set current_end <= anchor + floor(r), and the fast path never
+    // moves top past current_end, so r stays >= 0.
+    MINIVM_GC_DCHECK(r_ >= 0, "the fast path allocated past the sample point (r = %f)", r_);
   }
   anchor_top_ = tlab.top;
 }
 
 void ThreadSampler::OnTlabRetired() { anchor_top_ = 0; }
-
-void ThreadSampler::OnTlabFilled(const Tlab& tlab) { anchor_top_ = tlab.top; }
 
 SampleDecision ThreadSampler::Account(size_t size, const Tlab& tlab) {
   SampleDecision d;

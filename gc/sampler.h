@@ -24,11 +24,15 @@
 //    (anchor_top, r): r is the distance to the next point measured from the
 //    TLAB address anchor_top. The fast path moves top without telling us, so
 //    every slow path first calls Sync(), which charges top - anchor_top to r
-//    and re-anchors at top. TLAB retirement syncs and drops the anchor; a new
-//    TLAB anchors at its start; bytes that never hold an object (the retired
-//    TLAB's tail) are never charged. Allocations outside any TLAB (large
-//    objects, objects bigger than the TLAB) are charged by Account() like any
-//    other, so there is no second counter to get out of step.
+//    and re-anchors at top. TLAB retirement syncs and drops the anchor
+//    (OnTlabRetired). A new TLAB needs no call of its own: the slow path
+//    places the object in it and Account() charges exactly that object and
+//    anchors at the new top, its end. So bytes that never hold an object
+//    (the retired TLAB's tail) are never charged. Allocations outside any
+//    TLAB (large objects, objects bigger than the TLAB) are charged by
+//    Account() like any other, so there is no second counter to get out of
+//    step. Arm() keeps current_end <= anchor_top + floor(r), so Sync() never
+//    takes r below 0 (a debug check says so).
 //
 // 4. Memorylessness. When a point falls inside an object, the points after
 //    the first one within the object are counted with a Poisson draw and the
@@ -44,18 +48,22 @@
 // 6. Re-arming. Enabling sampling or changing the interval redraws r for
 //    every thread (legal, by memorylessness) and re-arms its TLAB at a
 //    safepoint, so the change takes effect at each thread's next allocation,
-//    not when its TLAB happens to run out (the JDK-8264411 lesson).
+//    not when its TLAB happens to run out (the JDK-8264411 lesson). The heap
+//    does it in one function, GenerationalHeap::RearmSampler (Sync,
+//    Configure, Arm), at thread attach and at every
+//    Heap::ReconfigureSampling.
 //
 // 7. Suspension. While a thread runs an agent callback its sampler is
 //    suspended: allocations are neither sampled nor charged, and r is kept,
 //    so callbacks cannot recurse into the sampler or shift the sample
 //    sequence of the program.
 //
-// 8. Randomness. Each thread owns a xoshiro256++ generator seeded with
-//    splitmix64 from (--seed, thread index): no shared state, no locks,
-//    reproducible runs. Abseil's generators are not used because they do not
-//    promise stable sequences across releases, and determinism is part of the
-//    contract. Exponential draws use -log(U) with 53-bit U in (0, 1].
+// 8. Randomness. Each thread owns a xoshiro256++ generator (gc/xoshiro.h,
+//    shared with rand()) seeded with splitmix64 from (--seed, thread index):
+//    no shared state, no locks, reproducible runs. Abseil's generators are
+//    not used because they do not promise stable sequences across releases,
+//    and determinism is part of the contract. Exponential draws use -log(U)
+//    with 53-bit U in (0, 1].
 //
 // Rejected alternatives: a per-thread countdown decremented by the fast path
 // (costs the fast path; HotSpot's design, and ours, cost nothing when off);
@@ -70,17 +78,17 @@
 #include <cstdint>
 
 #include "gc/tlab.h"
+#include "gc/xoshiro.h"
 
 namespace minivm::gc {
 
 inline constexpr int32_t kDefaultSamplingInterval = 512 * 1024;
 
-// A small, fast, seedable generator (xoshiro256++), one per thread.
+// The sampler's draws, from xoshiro256++ (gc/xoshiro.h), one per thread.
 class SamplerRandom {
  public:
-  explicit SamplerRandom(uint64_t seed = 0) { Seed(seed); }
-  void Seed(uint64_t seed);
-  uint64_t Next();
+  explicit SamplerRandom(uint64_t seed = 0) : xoshiro_(seed) {}
+  uint64_t Next() { return xoshiro_.NextPlusPlus(); }
   // Uniform in (0, 1], 53 bits.
   double NextOpenClosed();
   // Exponential with the given mean.
@@ -90,7 +98,7 @@ class SamplerRandom {
   uint64_t NextPoisson(double mean);
 
  private:
-  uint64_t s_[4];
+  Xoshiro256 xoshiro_;
 };
 
 // What the sampler says about one allocation that a sample point hit.
@@ -104,7 +112,7 @@ struct SampleDecision {
 double SampleWeight(size_t size, int32_t interval);
 
 // Per-thread sampler state. Owned by the heap's per-mutator data; every
-// method is called by the owning thread, or by the collector while the owner
+// method is called by the owning thread, or by the GC while the owner
 // is stopped at a safepoint.
 class ThreadSampler {
  public:
@@ -123,13 +131,13 @@ class ThreadSampler {
   // Every slow path starts here: charges the bytes the fast path allocated
   // since the last anchor.
   void Sync(const Tlab& tlab);
-  // The TLAB is being retired (after Sync): drop the anchor.
+  // The TLAB is being retired (after Sync): drop the anchor. A new TLAB
+  // needs no call: Account() anchors in it (design point 3).
   void OnTlabRetired();
-  // A new TLAB was installed (top = start, before the object is placed).
-  void OnTlabFilled(const Tlab& tlab);
 
   // Charges one allocation of `size` bytes that the slow path placed (in the
-  // TLAB, after bumping top, or outside it). Decides whether it is sampled.
+  // TLAB, after bumping top, or outside it), decides whether it is sampled,
+  // and anchors at tlab.top.
   SampleDecision Account(size_t size, const Tlab& tlab);
 
   // Sets tlab.current_end for the next sample point (or to end when off).

@@ -17,14 +17,14 @@
 //    starting in it still refers to a young object, and a promoted object that
 //    refers to a young survivor dirties its own card. So after every
 //    collection each old->young edge has a dirty card (verified).
-// 5. Promotion cannot fail: the collector starts a minor collection only
+// 5. Promotion cannot fail: the GC starts a minor collection only
 //    when the old generation can absorb every young byte in the worst case
-//    (the promotion guarantee, collector.cc), and a full collection only
+//    (the promotion guarantee, collection.cc), and a full collection only
 //    evacuates after checking the exact need. A failure is a CHECK.
 // Rejected: depth-first copying (better locality for some graphs, but needs
 // a stack proportional to depth); handling promotion failure by
 // self-forwarding (HotSpot ParNew), whose repair paths are the buggiest part
-// of any copying collector.
+// of any copying GC.
 #ifndef MINIVM_GC_SCAVENGER_H_
 #define MINIVM_GC_SCAVENGER_H_
 

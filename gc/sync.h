@@ -1,9 +1,9 @@
-// The collector's locks: absl::Mutex / absl::CondVar, made visible to
+// The GC's locks: absl::Mutex / absl::CondVar, made visible to
 // ThreadSanitizer.
 //
 // The system Abseil is not built with -fsanitize=thread, so TSan cannot see
 // absl::Mutex establish happens-before, and every handoff through the
-// safepoint protocol (mutator writes -> collector reads -> mutator resumes)
+// safepoint protocol (mutator writes -> GC reads -> mutator resumes)
 // would be reported as a race. These thin wrappers add __tsan_release before
 // every unlock (and before a CondVar wait) and __tsan_acquire after every
 // lock (and after a wait) on the mutex's address: no cost outside TSan

@@ -5,17 +5,23 @@
 //     |  allocated  |       free           |   free (sampling)   |
 //     +-------------+----------------------+---------------------+
 //
-// Invariants (CHECKed by the heap verifier):
+// Invariants (the heap verifier CHECKs them under --verify-heap; the slow
+// path DCHECKs the first on every return):
 //   start <= top <= current_end <= end
 //   current_end == end whenever no sample point falls inside [top, end)
 //   [top, end) is zero-filled, so the fast path never clears a body.
 //
-// The inline fast path (gc/allocator.h, and the JIT's copy of it) compares a
-// bumped `top` against `current_end` only. Every reason to leave the fast path
-// (the TLAB is full, a sample point is due, a safepoint wants the TLAB
-// retired) is expressed by lowering `current_end`; the slow path recomputes
-// it every time it runs. A fresh TLAB is all zeros, so a thread's first
-// allocation takes the slow path with no special case.
+// The inline fast path (gc::Allocate in gc/heap.h, and the JIT's copy of it,
+// EmitNew in vm/jit/) compares a bumped `top` against `current_end`; its only
+// other test keeps objects above kMaxTlabObjectSize out of TLABs. The two
+// reasons for a TLAB-sized allocation to leave the fast path, the TLAB is
+// full or a sample point is due, are both expressed by `current_end` (the
+// sampler lowers it to the next point, gc/sampler.h); the slow path
+// recomputes it every time it runs. Safepoints do not touch it: they set the
+// thread's poll word (gc/mutator.h), and a collection retires every TLAB
+// (all four fields zero). An empty TLAB is all zeros, so a thread's first
+// allocation after attaching or after a collection takes the slow path with
+// no special case.
 #ifndef MINIVM_GC_TLAB_H_
 #define MINIVM_GC_TLAB_H_
 

@@ -1,6 +1,6 @@
-// The one narrow interface through which the collector reaches the VM.
+// The one narrow interface through which the GC reaches the VM.
 //
-// gc/ never includes vm/ or agent_api/. Everything the collector needs from
+// gc/ never includes vm/ or agent_api/. Everything the GC needs from
 // the runtime — where the roots are — comes through VmInterface, which the VM
 // implements (vm/runtime/vm.cc) and tests mock (tests/unit/gc/).
 #ifndef MINIVM_GC_VM_INTERFACE_H_
@@ -12,7 +12,7 @@ namespace minivm::gc {
 
 struct Mutator;
 
-// Visits root slots. The collector may rewrite each slot in place (a moved
+// Visits root slots. The GC may rewrite each slot in place (a moved
 // object's new address); a visitor is only ever called inside a pause.
 class RootVisitor {
  public:

@@ -1,4 +1,4 @@
-// Weakly held object slots, and the events the collector reports about them.
+// Weakly held object slots, and the events the GC reports about them.
 //
 // Design:
 // 1. One mechanism for every weak reference the runtime needs (the agent
@@ -7,7 +7,7 @@
 //    Slots are usable from any thread; one mutex guards the table. A caller
 //    must be a running mutator (or hold no heap pointers across a safepoint)
 //    for the returned address to stay valid, exactly like any other pointer.
-// 2. The collector processes the table inside the pause, after it has found
+// 2. The GC processes the table inside the pause, after it has found
 //    every live object: it rewrites moved slots, clears dead ones, and
 //    records one WeakEvent per affected slot: kMoved (still young),
 //    kPromoted (now in the old generation) or kDied. Old objects that survive
@@ -56,7 +56,7 @@ class WeakObserver {
 
 class WeakTable {
  public:
-  // What became of a slot's object in a collection, as the collector sees it.
+  // What became of a slot's object in a collection, as the GC sees it.
   struct Fate {
     WeakEventKind kind;
     Object* new_address;  // for kMoved / kPromoted
@@ -71,10 +71,10 @@ class WeakTable {
   void Delete(WeakSlotId id);
   size_t size() const;
 
-  // Collector only, inside a pause. Applies `fate` to every slot holding an
+  // GC only, inside a pause. Applies `fate` to every slot holding an
   // object; appends events when `events` is non-null.
   void Process(FateFn fate, std::vector<WeakEvent>* events);
-  // Collector only (verifier): visits every held object.
+  // GC only (verifier): visits every held object.
   void ForEach(absl::FunctionRef<void(Object*)> fn) const;
 
  private:

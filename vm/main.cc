@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "agent_api/tool_interface.h"
@@ -31,19 +32,24 @@ int Fail(absl::string_view message, int code = 2) {
   return code;
 }
 
-bool ReadFile(const std::string& path, std::string* contents, std::string* error) {
+// The program's source, or why it cannot be read (one line, docs/architecture.md
+// "Error handling").
+absl::StatusOr<std::string> ReadProgram(const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) {
-    *error = std::strerror(errno);
-    return false;
+    return absl::NotFoundError(absl::StrCat("cannot read '", path, "': ", std::strerror(errno)));
   }
+  std::string contents;
   char buf[1 << 16];
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) contents->append(buf, n);
-  const bool failed = std::ferror(f) != 0;
-  if (failed) *error = std::strerror(errno);
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) contents.append(buf, n);
+  const int read_errno = std::ferror(f) != 0 ? errno : 0;
   std::fclose(f);
-  return !failed;
+  if (read_errno != 0) {
+    return absl::DataLossError(
+        absl::StrCat("cannot read '", path, "': ", std::strerror(read_errno)));
+  }
+  return contents;
 }
 
 }  // namespace
@@ -64,12 +70,9 @@ int main(int argc, char** argv) {
     return minivm::FinishStandardStreams(stdout, stderr, 0);
   }
 
-  std::string source;
-  std::string error;
-  if (!ReadFile(options->program_path, &source, &error)) {
-    return Fail(absl::StrCat("cannot read '", options->program_path, "': ", error));
-  }
-  minivm::CompileResult compiled = minivm::Compile(options->program_path, source);
+  absl::StatusOr<std::string> source = ReadProgram(options->program_path);
+  if (!source.ok()) return Fail(source.status().message());
+  minivm::CompileResult compiled = minivm::Compile(options->program_path, *source);
   if (!compiled.errors.empty() || compiled.program == nullptr) {
     for (const minivm::Diagnostic& d : compiled.errors) {
       std::fprintf(stderr, "%s\n", minivm::FormatDiagnostic(options->program_path, d).c_str());

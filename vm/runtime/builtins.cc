@@ -1,5 +1,5 @@
 // Built-in functions. Every one that allocates takes its heap inputs from
-// the argument slots and re-reads them after allocating (moving collector).
+// the argument slots and re-reads them after allocating (moving GC).
 #include "vm/runtime/builtins.h"
 
 #include <atomic>

@@ -7,7 +7,7 @@
 //  2. sp, pc, the frame, its base and its field caches live in locals
 //     (registers). SYNC() writes sp to the thread and pc to the frame before
 //     anything that may allocate, collect, block or stop at a safepoint, and
-//     before raising an error (so traces and the collector see the precise
+//     before raising an error (so traces and the GC see the precise
 //     state). After such a point every reference is re-read from its stack
 //     slot: a moving collection rewrites slots, never C++ locals.
 //  3. Integer fast paths work on the tagged bits (int tag bit 0 = 1):

@@ -1,13 +1,13 @@
 // VMThread: one language thread — its Mutator, value stack, frames, PRNG and
 // pending error.
 //
-// Design (what the collector, the sampler, agents and the JIT rely on):
+// Design (what the GC, the sampler, agents and the JIT rely on):
 //
 //  1. The gc::Mutator is the first member, so a VMThread* is a gc::Mutator*
 //     (static_assert below). Compiled code passes that one pointer around.
 //  2. Values live on a VM-managed stack, a contiguous array reserved with
 //     mmap(MAP_NORESERVE): frame slots are [base, base + num_locals) followed
-//     by the operand stack. `sp` is the PRECISE top: the collector scans
+//     by the operand stack. `sp` is the PRECISE top: the GC scans
 //     exactly [stack_begin, sp) (VM::VisitMutatorRoots). The interpreter keeps
 //     sp and pc in registers and writes them back (sp here, pc into the top
 //     frame) before anything that can allocate, collect or stop the thread.
@@ -39,6 +39,7 @@
 #include "gc/mutator.h"
 #include "gc/object.h"
 #include "vm/bytecode/program.h"
+#include "vm/runtime/check.h"
 #include "vm/runtime/errors.h"
 #include "vm/runtime/rng.h"
 
@@ -134,11 +135,19 @@ struct VMThread {
   gc::Object* AllocateArray(const Klass* klass, uint64_t length);
 
   // Temporary roots for built-ins: at most kStackSlack, popped before return.
+  // EnterFrame keeps kStackSlack slots free above every frame, so a push
+  // never reaches stack_end.
   gc::Value* PushRoot(gc::Value v) {
+    MINIVM_VM_DCHECK(sp < stack_end, "temporary root pushed past the value stack (sp %p)",
+                     static_cast<void*>(sp));
     *sp = v;
     return sp++;
   }
-  void PopRoots(size_t n) { sp -= n; }
+  void PopRoots(size_t n) {
+    MINIVM_VM_DCHECK(n <= static_cast<size_t>(sp - stack_begin), "popped %d roots, more than pushed",
+                     n);
+    sp -= n;
+  }
 
   // Unmaps the stacks of a finished, detached thread (a program may spawn
   // and join many threads; only their results must survive).

@@ -1,5 +1,5 @@
 // The VM: owns the Program, the Heap, globals, string constants and the
-// thread table, and implements gc::VmInterface (the collector's only way to
+// thread table, and implements gc::VmInterface (the GC's only way to
 // find roots).
 //
 // Roots (see VisitGlobalRoots / VisitMutatorRoots):

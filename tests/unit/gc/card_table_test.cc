@@ -59,10 +59,7 @@ TEST_F(CardTableTest, YoungObjectReachableOnlyFromOldSurvives) {
 }
 
 TEST_F(CardTableTest, CardIsCleanedOnceTheReferentIsPromoted) {
-  HeapOptions o = SmallHeapOptions();
-  o.max_tenuring_threshold = 1;
-  TearDown();
-  MakeHeap(o);
+  RemakeHeap([&](HeapOptions& o) { o.max_tenuring_threshold = 1; });
   const size_t holder = OldArray(4);
   Store(m(), R(holder), &R(holder)->elements()[0], Value::Ref(NewPair(m())));
   Minor();  // referent to survivor
@@ -81,10 +78,7 @@ TEST_F(CardTableTest, CardIsCleanedWhenTheEdgeIsOverwritten) {
 }
 
 TEST_F(CardTableTest, PromotedObjectReferringToSurvivorDirtiesItsCard) {
-  HeapOptions o = SmallHeapOptions();
-  o.max_tenuring_threshold = 1;
-  TearDown();
-  MakeHeap(o);
+  RemakeHeap([&](HeapOptions& o) { o.max_tenuring_threshold = 1; });
   const size_t a = Root(NewPair(m()));
   Minor();  // a: age 1 in survivor
   Store(m(), R(a), &R(a)->fields()[0], Value::Ref(NewPair(m())));

@@ -1,4 +1,4 @@
-// Shared fixtures for the collector's unit tests: a mock VM (a global root
+// Shared fixtures for the GC's unit tests: a mock VM (a global root
 // array plus one root array per test thread), fake class layouts, and helpers
 // that build object graphs through gc::Allocate so that every test exercises
 // the real fast and slow paths.
@@ -72,6 +72,15 @@ class GcTest : public ::testing::Test {
     heap_->AttachMutator(&main_.mutator);
   }
   void SetUp() override { MakeHeap(SmallHeapOptions()); }
+  // Replaces the fixture's heap with one made from SmallHeapOptions() as
+  // `change` edits them, for a test that needs a setting of its own.
+  template <typename F>
+  void RemakeHeap(F&& change) {
+    HeapOptions o = SmallHeapOptions();
+    change(o);
+    TearDown();
+    MakeHeap(o);
+  }
   void TearDown() override {
     if (heap_ != nullptr && main_.mutator.heap != nullptr) heap_->DetachMutator(&main_.mutator);
   }

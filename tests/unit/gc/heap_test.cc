@@ -104,11 +104,7 @@ TEST_F(HeapTest, VerboseGcPrintsOneLinePerCollection) {
   char* buf = nullptr;
   size_t len = 0;
   FILE* log = open_memstream(&buf, &len);
-  HeapOptions o = SmallHeapOptions();
-  o.verbose_gc = true;
-  o.gc_log = log;
-  TearDown();
-  MakeHeap(o);
+  RemakeHeap([&](HeapOptions& o) { o.verbose_gc = true; o.gc_log = log; });
   MakeList(100);
   Minor();
   Full();
@@ -122,10 +118,7 @@ TEST_F(HeapTest, VerboseGcPrintsOneLinePerCollection) {
 }
 
 TEST_F(HeapTest, GcStressCollectsEveryNthSlowPath) {
-  HeapOptions o = SmallHeapOptions();
-  o.gc_stress_every = 3;
-  TearDown();
-  MakeHeap(o);
+  RemakeHeap([&](HeapOptions& o) { o.gc_stress_every = 3; });
   const size_t list = MakeList(200);
   // Large objects always take the slow path: 36 of them, >= 12 collections.
   for (int i = 0; i < 36; ++i) ASSERT_NE(NewArray(m(), 2000), nullptr);
@@ -137,7 +130,7 @@ TEST_F(HeapTest, GcStressCollectsEveryNthSlowPath) {
 TEST_F(HeapTest, RequestLargerThanTheHeapFailsAtOnce) {
   EXPECT_EQ(NewArray(m(), uint64_t{64} << 20), nullptr);
   EXPECT_EQ(heap_->Stats().full_collections, 0u);
-  EXPECT_EQ(heap_->AllocateSlow(m(), &kArrayLayout, kMaxObjectSize + 8, 1), nullptr);
+  EXPECT_EQ(AllocateSlowPath(m(), &kArrayLayout, kMaxObjectSize + 8, 1), nullptr);
 }
 
 TEST_F(HeapTest, ExhaustionReturnsNullThenRecovers) {

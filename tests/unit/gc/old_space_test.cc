@@ -158,10 +158,7 @@ TEST_F(OldSpaceTest, LargeObjectsLiveInTheOldGenerationAndAreSwept) {
 
 TEST_F(OldSpaceTest, OldGenerationFillingUpTriggersFullCollections) {
   // Promote garbage continuously: threshold 0 sends every survivor to old.
-  HeapOptions o = SmallHeapOptions();
-  o.max_tenuring_threshold = 0;
-  TearDown();
-  MakeHeap(o);
+  RemakeHeap([&](HeapOptions& o) { o.max_tenuring_threshold = 0; });
   const size_t keep = MakeList(100);
   // A ring of 300 rooted 4 KB arrays: each minor collection promotes what
   // the ring holds, and the ring's old entries die in the old generation.

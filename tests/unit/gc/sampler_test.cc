@@ -80,7 +80,6 @@ class MockThread {
         cursor_ += tlab_size_ + 4096;  // leave a hole: addresses need not be contiguous
         tlab_.start = tlab_.top = cursor_;
         tlab_.end = tlab_.current_end = cursor_ + tlab_size_;
-        sampler_.OnTlabFilled(tlab_);
       }
       tlab_.top += size;
       d = sampler_.Account(size, tlab_);
@@ -418,6 +417,22 @@ TEST(SamplerTest, IntervalChangeTakesEffectAtTheNextAllocation) {
   t.Configure(false, 256);
   EXPECT_EQ(t.tlab().current_end, t.tlab().end);
   for (int i = 0; i < 1000; ++i) EXPECT_EQ(t.Allocate(32).sample_count, 0u);
+}
+
+// Design point 3: Arm() keeps the fast path from passing the sample point,
+// so Sync() never takes r below zero; a heap bug that let it would be caught
+// in debug builds, not hidden by clamping r.
+TEST(SamplerDeathTest, SyncPastTheSamplePointFailsTheDebugCheck) {
+  ThreadSampler sampler;
+  sampler.Seed(7, 0);
+  Tlab tlab;
+  tlab.start = tlab.top = uintptr_t{1} << 20;
+  tlab.end = tlab.current_end = tlab.start + (uintptr_t{1} << 20);
+  sampler.Configure(true, 4096, tlab);
+  sampler.Arm(tlab);
+  ASSERT_LT(tlab.current_end + 8, tlab.end);
+  tlab.top = tlab.current_end + 8;  // what no fast path may do
+  EXPECT_DEBUG_DEATH(sampler.Sync(tlab), "past the sample point");
 }
 
 TEST(SamplerRandomTest, PoissonMeanAndVarianceForLargeMeans) {

@@ -63,10 +63,7 @@ TEST_F(YoungGenTest, ArraysAndBytesSurvive) {
 }
 
 TEST_F(YoungGenTest, ObjectsArePromotedAtTheTenuringThreshold) {
-  HeapOptions o = SmallHeapOptions();
-  o.max_tenuring_threshold = 3;
-  TearDown();
-  MakeHeap(o);
+  RemakeHeap([&](HeapOptions& o) { o.max_tenuring_threshold = 3; });
   const size_t x = Root(NewPair(m()));
   for (uint32_t gc = 1; gc <= 3; ++gc) {
     Minor();
@@ -82,10 +79,7 @@ TEST_F(YoungGenTest, ObjectsArePromotedAtTheTenuringThreshold) {
 }
 
 TEST_F(YoungGenTest, ThresholdZeroPromotesImmediately) {
-  HeapOptions o = SmallHeapOptions();
-  o.max_tenuring_threshold = 0;
-  TearDown();
-  MakeHeap(o);
+  RemakeHeap([&](HeapOptions& o) { o.max_tenuring_threshold = 0; });
   const size_t list = MakeList(100);
   Minor();
   EXPECT_TRUE(heap_->InOld(R(list)));

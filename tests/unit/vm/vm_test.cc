@@ -1,4 +1,4 @@
-// The VM object: creation, roots it reports to the collector.
+// The VM object: creation, roots it reports to the GC.
 #include "vm/runtime/vm.h"
 
 #include <vector>

@@ -209,20 +209,6 @@ void GenerationalHeap::RunAtSafepoint(Mutator* requester, absl::FunctionRef<void
   safepoints_.End(requester);
 }
 
-void GenerationalHeap::ReconfigureSampling(Mutator* requester, int32_t interval) {
-  sampling_interval_.store(interval, std::memory_order_relaxed);
-  RunAtSafepoint(requester, [this](Mutator* m) {
-    // Read inside the pause: concurrent reconfigurations all end with the
-    // settings current when the last one ran.
-    SampleObserver* observer = sample_observer_.load(std::memory_order_acquire);
-    ThreadSampler& sampler = MutatorData::Of(m)->sampler;
-    sampler.Sync(m->tlab);
-    sampler.Configure(observer != nullptr && observer->SamplingEnabledFor(m),
-                      sampling_interval_.load(std::memory_order_relaxed), m->tlab);
-    sampler.Arm(m->tlab);
-  });
-}
-
 void GenerationalHeap::VerifyNow(Mutator* requester) {
   while (!safepoints_.Begin(requester)) {
     if (safepoints_.stopped_for_good()) return;
