@@ -2,11 +2,14 @@
 #ifndef MINIVM_GC_MUTATOR_DATA_H_
 #define MINIVM_GC_MUTATOR_DATA_H_
 
+#include <vector>
+
 #include "gc/mutator.h"
 #include "gc/object.h"
 #include "gc/safepoint.h"
 #include "gc/sampler.h"
 #include "gc/tlab_sizer.h"
+#include "gc/weak_table.h"
 
 namespace minivm::gc {
 
@@ -20,6 +23,13 @@ struct MutatorData {
   // Holds a sampled object while observers run: a root (VisitAllRoots),
   // updated if a collection moves the object.
   Value sample_root;
+  // Weak events of the collections an allocation ran: delivered by
+  // AllocateSlow once the new object is initialised and held in
+  // deferred_root (a root, like sample_root). Delivering them in the middle
+  // of the allocation would leave the raw memory unrooted while callbacks
+  // run in native state and other threads collect. The owning thread only.
+  std::vector<WeakEvent> deferred_events;
+  Value deferred_root;
 };
 
 }  // namespace minivm::gc

@@ -18,9 +18,14 @@ void SafepointManager::ParkLocked(Mutator* m) {
   state = saved;
 }
 
+SafepointState SafepointManager::StateOfSelf(Mutator* m) { return StateOf(m); }
+
 bool SafepointManager::OthersStoppedLocked() const {
   for (Mutator* m : mutators_) {
-    if (m != owner_ && StateOf(m) == SafepointState::kRunning) return false;
+    if (m == owner_) continue;
+    const SafepointState state = StateOf(m);
+    if (state == SafepointState::kRunning) return false;
+    if (permanent_ && state == SafepointState::kNative) return false;  // protocol point 6
   }
   return true;
 }
@@ -68,11 +73,25 @@ bool SafepointManager::Begin(Mutator* requester) {
 }
 
 void SafepointManager::BeginPermanent(Mutator* requester) {
-  while (!Begin(requester)) {
-  }
   MutexLock lock(&mu_);
-  permanent_ = true;
+  while (active_) {
+    // Another thread's safepoint: let it finish (or, if the VM is already
+    // dying on another thread, park for good, as any mutator would).
+    if (requester != nullptr) {
+      ParkLocked(requester);
+    } else {
+      cv_.Wait(&mu_);
+    }
+  }
+  active_ = true;
+  permanent_ = true;  // from now on non-mutators give up on Begin (point 6)
+  owner_ = requester;
+  owner_thread_ = std::this_thread::get_id();
+  for (Mutator* m : mutators_) {
+    if (m != requester) m->poll.store(1, std::memory_order_release);
+  }
   cv_.SignalAll();  // non-mutators waiting in Begin give up (see Begin)
+  while (!OthersStoppedLocked()) cv_.Wait(&mu_);
 }
 
 bool SafepointManager::stopped_for_good() const {
@@ -98,17 +117,24 @@ void SafepointManager::Poll(Mutator* m) {
   if (!active_) m->poll.store(0, std::memory_order_relaxed);
 }
 
-void SafepointManager::EnterBlocked(Mutator* m) {
+SafepointState SafepointManager::SetState(Mutator* m, SafepointState to) {
+  MINIVM_GC_DCHECK(to != SafepointState::kStopped, "only the protocol parks a thread");
   MutexLock lock(&mu_);
-  StateOf(m) = SafepointState::kBlocked;
-  cv_.SignalAll();
-}
-
-void SafepointManager::LeaveBlocked(Mutator* m) {
-  MutexLock lock(&mu_);
-  while (active_ && owner_ != m) cv_.Wait(&mu_);
-  StateOf(m) = SafepointState::kRunning;
-  m->poll.store(0, std::memory_order_relaxed);
+  SafepointState& state = StateOf(m);
+  const SafepointState from = state;
+  if (from == to) return from;
+  if (to == SafepointState::kRunning) {
+    // Back into the heap: never in the middle of another thread's pause.
+    if (active_ && owner_ != m) ParkLocked(m);
+    state = SafepointState::kRunning;
+    // A stale request (the safepoint ended while we were safe) is cleared;
+    // a new one cannot be set concurrently because Begin holds mu_.
+    if (!active_) m->poll.store(0, std::memory_order_relaxed);
+  } else {
+    state = to;
+    if (active_) cv_.SignalAll();  // the owner may be waiting for this thread
+  }
+  return from;
 }
 
 size_t SafepointManager::mutator_count() const {
