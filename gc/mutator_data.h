@@ -2,6 +2,7 @@
 #ifndef MINIVM_GC_MUTATOR_DATA_H_
 #define MINIVM_GC_MUTATOR_DATA_H_
 
+#include <atomic>
 #include <vector>
 
 #include "gc/mutator.h"
@@ -16,7 +17,10 @@ namespace minivm::gc {
 struct MutatorData {
   static MutatorData* Of(Mutator* m) { return static_cast<MutatorData*>(m->gc_private); }
 
-  SafepointState state = SafepointState::kRunning;  // guarded by SafepointManager's mutex
+  // Written only by the owning thread; read by a safepoint owner. Atomic:
+  // the transitions to and from kNative/kBlocked are lock-free unless a
+  // safepoint is active (SafepointManager::SetState).
+  std::atomic<SafepointState> state{SafepointState::kRunning};
   TlabSizer tlab_sizer;                       // the owning thread, or the collector in a pause
   // The owning thread, or a safepoint owner while the thread is stopped.
   ThreadSampler sampler;

@@ -7,23 +7,27 @@
 
 namespace minivm::gc {
 
-SafepointState& SafepointManager::StateOf(Mutator* m) { return MutatorData::Of(m)->state; }
-
-void SafepointManager::ParkLocked(Mutator* m) {
-  SafepointState& state = StateOf(m);
-  const SafepointState saved = state;
-  state = SafepointState::kStopped;
-  cv_.SignalAll();
-  while (active_) cv_.Wait(&mu_);
-  state = saved;
+std::atomic<SafepointState>& SafepointManager::StateOf(Mutator* m) {
+  return MutatorData::Of(m)->state;
 }
 
-SafepointState SafepointManager::StateOfSelf(Mutator* m) { return StateOf(m); }
+void SafepointManager::ParkLocked(Mutator* m) {
+  std::atomic<SafepointState>& state = StateOf(m);
+  const SafepointState saved = state.load(std::memory_order_relaxed);
+  state.store(SafepointState::kStopped);
+  cv_.SignalAll();
+  while (active_) cv_.Wait(&mu_);
+  state.store(saved);
+}
+
+SafepointState SafepointManager::StateOfSelf(Mutator* m) {
+  return StateOf(m).load(std::memory_order_relaxed);
+}
 
 bool SafepointManager::OthersStoppedLocked() const {
   for (Mutator* m : mutators_) {
     if (m == owner_) continue;
-    const SafepointState state = StateOf(m);
+    const SafepointState state = StateOf(m).load();
     if (state == SafepointState::kRunning) return false;
     if (permanent_ && state == SafepointState::kNative) return false;  // protocol point 6
   }
@@ -33,7 +37,7 @@ bool SafepointManager::OthersStoppedLocked() const {
 void SafepointManager::Attach(Mutator* m) {
   MutexLock lock(&mu_);
   while (active_) cv_.Wait(&mu_);
-  StateOf(m) = SafepointState::kRunning;
+  StateOf(m).store(SafepointState::kRunning);
   mutators_.push_back(m);
 }
 
@@ -119,20 +123,23 @@ void SafepointManager::Poll(Mutator* m) {
 
 SafepointState SafepointManager::SetState(Mutator* m, SafepointState to) {
   MINIVM_GC_DCHECK(to != SafepointState::kStopped, "only the protocol parks a thread");
-  MutexLock lock(&mu_);
-  SafepointState& state = StateOf(m);
-  const SafepointState from = state;
+  std::atomic<SafepointState>& state = StateOf(m);
+  const SafepointState from = state.load(std::memory_order_relaxed);  // ours alone to write
   if (from == to) return from;
+  // Dekker-style, all seq_cst: this thread stores its state then loads
+  // active_; an owner stores active_ (Begin) then loads every state. At least
+  // one sees the other's store, so either the owner sees the new state, or
+  // this thread sees the safepoint and settles it under the mutex below.
+  state.store(to);
+  if (!active_.load()) return from;  // the fast path: two atomic accesses
+  MutexLock lock(&mu_);
   if (to == SafepointState::kRunning) {
     // Back into the heap: never in the middle of another thread's pause.
+    // The owner may have seen kRunning meanwhile and be waiting: parking
+    // wakes it.
     if (active_ && owner_ != m) ParkLocked(m);
-    state = SafepointState::kRunning;
-    // A stale request (the safepoint ended while we were safe) is cleared;
-    // a new one cannot be set concurrently because Begin holds mu_.
-    if (!active_) m->poll.store(0, std::memory_order_relaxed);
   } else {
-    state = to;
-    if (active_) cv_.SignalAll();  // the owner may be waiting for this thread
+    cv_.SignalAll();  // the owner may be waiting for this thread
   }
   return from;
 }

@@ -49,15 +49,19 @@
 //    requested, non-mutators give up on Begin at once (stopped_for_good), so
 //    an agent thread forcing a collection cannot hold up the stop while a
 //    callback waits on a lock that agent thread holds.
+// 7. SetState's fast path is lock-free, as HotSpot's thread-state
+//    transitions: a seq_cst store of the state and a seq_cst load of active_
+//    (see SetState for why no wakeup or pause can be missed); the mutex is
+//    taken only when a safepoint is active. With the mutex every time, a
+//    sample's two transitions cost about 800 instructions, against about
+//    1,900 for the rest of a sample (docs/performance.md).
 // Rejected: signals or thread suspension (not portable, and cannot know that
 // a thread is at a point where its roots are precise); a global read-write
-// lock (a thread in a blocked region could not let a collection proceed); a
-// lock-free state word (HotSpot's): the mutex costs about 100 instructions a
-// transition, measured against about 1,800 per sample (docs/performance.md),
-// and keeps every handoff visible to TSan through one lock.
+// lock (a thread in a blocked region could not let a collection proceed).
 #ifndef MINIVM_GC_SAFEPOINT_H_
 #define MINIVM_GC_SAFEPOINT_H_
 
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -100,7 +104,7 @@ class SafepointManager {
   size_t mutator_count() const;
 
  private:
-  static SafepointState& StateOf(Mutator* m);
+  static std::atomic<SafepointState>& StateOf(Mutator* m);
   void ParkLocked(Mutator* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True when no other mutator is kRunning (nor kNative, for the
   // permanent stop: see protocol point 6).
@@ -108,7 +112,8 @@ class SafepointManager {
 
   mutable Mutex mu_;
   CondVar cv_;
-  bool active_ ABSL_GUARDED_BY(mu_) = false;
+  // Written under mu_; also read without it by SetState's fast path.
+  std::atomic<bool> active_{false};
   bool permanent_ ABSL_GUARDED_BY(mu_) = false;
   Mutator* owner_ ABSL_GUARDED_BY(mu_) = nullptr;
   // The owner's OS thread: tells the owner of a permanent stop apart from

@@ -6,12 +6,11 @@
  *
  * Option: op=gc | op=mode | op=interval (ForceGarbageCollection,
  * SetEventNotificationMode, SetHeapSamplingInterval). An agent-owned pthread
- * takes the lock L, waits until the first SampledObjectAlloc callback has
- * started, calls the operation while still holding L, then releases L. The
- * callback, once started, takes L. So the operation always runs while the
- * callback is in flight and cannot return (it holds L) until the operation
- * is done: the operation's safepoint must not wait for it. No timing is
- * involved; a deadlock shows as the runner's timeout.
+ * takes the lock L (the first callback waits until it has), waits until the
+ * first SampledObjectAlloc callback has started, calls the operation while still holding L, then
+ * releases L. The callback, once started, takes L. So the operation always runs while the callback
+ * is in flight and cannot return (it holds L) until the operation is done: the operation's
+ * safepoint must not wait for it. No timing is involved; a deadlock shows as the runner's timeout.
  *
  * At VMDeath: `op NAME: VMTI_ERROR_NONE`, `callback got the lock after the
  * operation`, `PASS nativelock`.
@@ -30,6 +29,7 @@ static int g_started;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;  /* "L": held across the operation */
 static pthread_mutex_t g_state = PTHREAD_MUTEX_INITIALIZER; /* guards the fields below */
 static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER;
+static int g_holding; /* the holder has taken L */
 static int g_entered; /* the first callback has started */
 static int g_op_done; /* the operation returned (written under L too) */
 static vmtiError g_op_error = VMTI_ERROR_INTERNAL;
@@ -41,6 +41,8 @@ static void* holder(void* arg) {
   vmtiEnv* env = g_env;
   pthread_mutex_lock(&g_lock);
   pthread_mutex_lock(&g_state);
+  g_holding = 1;
+  pthread_cond_broadcast(&g_cond);
   while (!g_entered) pthread_cond_wait(&g_cond, &g_state);
   pthread_mutex_unlock(&g_state);
   vmtiError e;
@@ -68,6 +70,8 @@ static void on_sample(vmtiEnv* env, vmtiThread thread, vmtiObject object, vmtiCl
   (void)size;
   pthread_mutex_lock(&g_state);
   const int first = !g_entered;
+  /* The holder has L before the first callback goes for it. */
+  while (first && g_started && !g_holding) pthread_cond_wait(&g_cond, &g_state);
   g_entered = 1;
   pthread_cond_broadcast(&g_cond);
   pthread_mutex_unlock(&g_state);
@@ -82,7 +86,9 @@ static void on_sample(vmtiEnv* env, vmtiThread thread, vmtiObject object, vmtiCl
 static void on_vm_init(vmtiEnv* env, vmtiThread thread) {
   (void)env;
   (void)thread;
+  pthread_mutex_lock(&g_state);
   g_started = pthread_create(&g_thread, NULL, holder, NULL) == 0;
+  pthread_mutex_unlock(&g_state);
 }
 
 static void on_vm_death(vmtiEnv* env) {

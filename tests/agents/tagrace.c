@@ -98,9 +98,14 @@ static void on_sample(vmtiEnv* env, vmtiThread thread, vmtiObject object, vmtiCl
   vmtiLong before = -1;
   if ((*env)->GetTag(env, object, &before) != VMTI_ERROR_NONE) fail("GetTag", 0, 0);
   if (before != 0) fail("a new object already has a tag", before, n);
-  vmtiLong tag = __atomic_add_fetch(&g_next_tag, 1, __ATOMIC_RELAXED);
-  if ((*env)->SetTag(env, object, tag) != VMTI_ERROR_NONE) fail("SetTag", 0, 0);
-  check_handle(env, object, klass, size, tag, "after SetTag");
+  /* Several rounds per callback: each is a chance for a collection to land
+   * between resolving the handle and using the address. */
+  vmtiLong tag = 0;
+  for (int round = 0; round < 8; round++) {
+    tag = __atomic_add_fetch(&g_next_tag, 1, __ATOMIC_RELAXED);
+    if ((*env)->SetTag(env, object, tag) != VMTI_ERROR_NONE) fail("SetTag", 0, 0);
+    check_handle(env, object, klass, size, tag, "after SetTag");
+  }
   if (n % 512 != 0) return;
   /* A collection inside this callback, whatever the scheduler does. */
   pthread_mutex_lock(&g_lock);
