@@ -4,6 +4,15 @@
 // (MUST_POSSESS_CAPABILITY), then its arguments (NULL_POINTER,
 // ILLEGAL_ARGUMENT, INVALID_*). No argument an agent can pass crashes the
 // VM: handles are looked up, never trusted (docs/agent-api.md).
+//
+// Callbacks run in native state (agent_api/thread_states.h). A function that
+// reads an object or a handle's slot, or runs the collector, opens
+// VMTI_IN_VM right after VMTI_ENTER: its whole body runs in the VM state, so
+// no collection moves an object while it holds the object's address, and the
+// address is dead when the function returns. Functions that read only
+// VM-wide settings, the caller's own frames (no collector writes them),
+// thread-local sample data, or a weak slot's nullness (under the weak
+// table's lock) stay native, and work from agents' own threads.
 #include "agent_api/functions.h"
 
 #include <time.h>
@@ -21,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent_api/environment.h"
 #include "agent_api/raw_monitors.h"
+#include "agent_api/thread_states.h"
 #include "agent_api/tool_interface.h"
 #include "gc/heap.h"
 #include "vm/runtime/thread.h"
@@ -69,6 +79,9 @@ vmtiError Enter(vmtiEnv* env, unsigned phases, bool restricted_ok, Environment**
   if (vmtiError err_ = Enter(env, phases, restricted_ok, &e); err_ != VMTI_ERROR_NONE) { \
     return err_;                                                       \
   }
+
+// Back in the VM for the rest of the function (may wait for a collection).
+#define VMTI_IN_VM() VmScope in_vm_
 
 #define VMTI_NOT_NULL(p) \
   if ((p) == nullptr) return VMTI_ERROR_NULL_POINTER
@@ -591,6 +604,7 @@ vmtiError GetMethodSourceFile(vmtiEnv* env, vmtiMethodID method, char** source_n
 
 vmtiError GetObjectClass(vmtiEnv* env, vmtiObject object, vmtiClass* klass_ptr) {
   VMTI_ENTER(env, kLive, false);
+  VMTI_IN_VM();
   VMTI_RESOLVE_OBJECT(object, obj);
   VMTI_NOT_NULL(klass_ptr);
   *klass_ptr = reinterpret_cast<vmtiClass>(const_cast<gc::ClassLayout*>(obj->klass));
@@ -611,6 +625,7 @@ vmtiError GetClassSignature(vmtiEnv* env, vmtiClass klass, char** signature_ptr,
 
 vmtiError GetObjectSize(vmtiEnv* env, vmtiObject object, vmtiLong* size_ptr) {
   VMTI_ENTER(env, kLive, false);
+  VMTI_IN_VM();
   VMTI_RESOLVE_OBJECT(object, obj);
   VMTI_NOT_NULL(size_ptr);
   *size_ptr = static_cast<vmtiLong>(obj->Size());
@@ -619,6 +634,7 @@ vmtiError GetObjectSize(vmtiEnv* env, vmtiObject object, vmtiLong* size_ptr) {
 
 vmtiError GetTag(vmtiEnv* env, vmtiObject object, vmtiLong* tag_ptr) {
   VMTI_ENTER(env, kLive, false);
+  VMTI_IN_VM();
   if (!e->Capabilities().can_tag_objects) return VMTI_ERROR_MUST_POSSESS_CAPABILITY;
   VMTI_RESOLVE_OBJECT(object, obj);
   VMTI_NOT_NULL(tag_ptr);
@@ -628,6 +644,7 @@ vmtiError GetTag(vmtiEnv* env, vmtiObject object, vmtiLong* tag_ptr) {
 
 vmtiError SetTag(vmtiEnv* env, vmtiObject object, vmtiLong tag) {
   VMTI_ENTER(env, kLive, false);
+  VMTI_IN_VM();
   if (!e->Capabilities().can_tag_objects) return VMTI_ERROR_MUST_POSSESS_CAPABILITY;
   VMTI_RESOLVE_OBJECT(object, obj);
   e->tags.Set(e->tool->weak_table(), e->tool->CollectionEpoch(), e->id, obj, tag);
@@ -636,6 +653,7 @@ vmtiError SetTag(vmtiEnv* env, vmtiObject object, vmtiLong tag) {
 
 vmtiError NewWeakRef(vmtiEnv* env, vmtiObject object, vmtiWeak* weak_ptr) {
   VMTI_ENTER(env, kLive, false);
+  VMTI_IN_VM();
   VMTI_RESOLVE_OBJECT(object, obj);
   VMTI_NOT_NULL(weak_ptr);
   *weak_ptr = e->tool->NewWeakRef(obj);
@@ -659,6 +677,7 @@ vmtiError DeleteWeakRef(vmtiEnv* env, vmtiWeak weak) {
 
 vmtiError GetObjectGeneration(vmtiEnv* env, vmtiObject object, vmtiGeneration* generation_ptr) {
   VMTI_ENTER(env, kLive, false);
+  VMTI_IN_VM();
   VMTI_RESOLVE_OBJECT(object, obj);
   VMTI_NOT_NULL(generation_ptr);
   *generation_ptr =
@@ -681,6 +700,7 @@ vmtiError GetSampleInfo(vmtiEnv* env, vmtiSampleInfo* info_ptr) {
 
 vmtiError ForceGarbageCollection(vmtiEnv* env) {
   VMTI_ENTER(env, kLive, false);
+  VMTI_IN_VM();
   if (!e->tool->ForceGarbageCollection()) return VMTI_ERROR_WRONG_PHASE;
   return VMTI_ERROR_NONE;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "agent_api/thread_states.h"
 #include "agent_api/tool_interface.h"
 #include "gc/heap.h"
 #include "vm/runtime/thread.h"
@@ -19,33 +20,13 @@
 namespace minivm::agent {
 namespace {
 
-// ---- The blocking helper -------------------------------------------------
-// The one place where a thread about to block in a raw monitor is made
-// safepoint-safe (design point 3). A VM thread attached to the heap (a
-// language thread inside a callback, or the thread running a collection's
-// or VMDeath's callbacks, which owns the safepoint and so never waits in
-// LeaveBlocked) counts as blocked for the region's lifetime: a collection
-// may run meanwhile, and leaving waits until it is over. Agent threads,
-// native threads and the signal thread are not mutators: nothing to do.
-// The region must touch no heap object.
-class SafepointSafeRegion {
- public:
-  SafepointSafeRegion() {
-    VMThread* t = CurrentAgentThreadState().thread;
-    if (t != nullptr && !t->agent_thread) {
-      mutator_ = &t->mutator;
-      mutator_->heap->EnterBlocked(mutator_);
-    }
-  }
-  ~SafepointSafeRegion() {
-    if (mutator_ != nullptr) mutator_->heap->LeaveBlocked(mutator_);
-  }
-  SafepointSafeRegion(const SafepointSafeRegion&) = delete;
-  SafepointSafeRegion& operator=(const SafepointSafeRegion&) = delete;
-
- private:
-  gc::Mutator* mutator_ = nullptr;
-};
+// ---- Blocking ------------------------------------------------------------
+// Every blocking step (waiting for the monitor to be free, waiting for a
+// notification) runs in a SafepointSafeScope (agent_api/thread_states.h rule
+// 4), so a thread blocked here never holds up a safepoint (design point 3).
+// The monitor itself is always taken after the scope has ended: leaving it
+// may wait for a collection, and a thread must not wait out a collection
+// while holding a monitor that GarbageCollectionStart/Finish may enter.
 
 // ---- Threads as owners ---------------------------------------------------
 // An owner is an OS thread, named by a process-wide number that is never
@@ -112,7 +93,7 @@ vmtiError Acquire(RawMonitor& m, uint64_t self, int recursions) {
         return VMTI_ERROR_NONE;
       }
     }
-    SafepointSafeRegion region;
+    SafepointSafeScope blocked;
     std::unique_lock<std::mutex> lock(m.mu);
     m.cv.wait(lock, [&m] { return m.owner == 0 || m.destroyed; });
     // Unlock before the region ends: leaving it may wait for a collection,
@@ -196,7 +177,7 @@ vmtiError RawMonitorWaitImpl(vmtiRawMonitorID handle, vmtiLong millis) {
   }
   bool interrupted = false;
   {
-    SafepointSafeRegion region;
+    SafepointSafeScope blocked;
     std::unique_lock<std::mutex> lock(m->mu);
     auto done = [&] { return waiter.notified || m->destroyed || InterruptedHere(); };
     if (millis > 0) {

@@ -19,7 +19,7 @@
 //    DestroyRawMonitor of a monitor another thread owns: NOT_MONITOR_OWNER;
 //    one the caller owns is released and destroyed (JVMTI).
 // 3. Safepoints. Every blocking step (waiting to enter, waiting to be
-//    notified) runs inside SafepointSafeRegion, the one place that makes a
+//    notified) runs inside a SafepointSafeScope (agent_api/thread_states.h), which makes a
 //    VM thread safepoint-safe while it blocks; a thread never waits for a
 //    safepoint to end while it owns a monitor it has just taken: it waits
 //    for the monitor to be free inside the region, leaves the region (which

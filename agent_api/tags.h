@@ -11,8 +11,19 @@
 //    Rebuilding on demand rather than when the weak events arrive closes the
 //    window between the end of a pause and the delivery of its events, in
 //    which another thread may already look up an object at its new address.
-// 3. All operations take the map's mutex; callers are running mutators, so
-//    no collection can move objects while they hold an address.
+// 3. All operations take the map's mutex. Get and Set take an object
+//    address: their callers resolve the handle, read the epoch and call them
+//    inside one VmScope (agent_api/thread_states.h), so no collection runs
+//    between taking the address and using it, and the address is never kept
+//    once the scope ends. Callbacks run in native state; without this, an
+//    address taken before a collection and used after it misses its record
+//    (a lost tag) or gets a new weak slot for a dead address, whose tag a
+//    later object allocated there inherits (the stale tags that stopped the
+//    first native-state attempt; tests/agents/tag_race.mv reproduces it).
+//    The index is only ever built or used with an epoch read in the same
+//    VM-state interval as the address, so the stamp is consistent too.
+//    OnPromoted and OnDied take no address. A holder of the mutex never
+//    waits for a safepoint, so a collection waits at most for it to finish.
 #ifndef MINIVM_AGENT_API_TAGS_H_
 #define MINIVM_AGENT_API_TAGS_H_
 

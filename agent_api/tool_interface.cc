@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "agent_api/functions.h"
 #include "agent_api/raw_monitors.h"
+#include "agent_api/thread_states.h"
+#include "gc/check.h"
 #include "gc/heap.h"
 #include "vm/runtime/thread.h"
 #include "vm/runtime/vm.h"
@@ -177,6 +179,9 @@ vmtiError ToolInterface::ResolveThread(vmtiThread handle, VMThread** out) {
 }
 
 gc::Object* ToolInterface::ResolveObject(vmtiObject handle) {
+  // The slot is updated by collections: read it in the VM state only
+  // (VMTI_IN_VM in functions.cc), and use the address only inside it.
+  MINIVM_GC_DCHECK(InVmState(), "an object handle resolved in native state");
   const AgentThreadState& ts = CurrentAgentThreadState();
   const auto token = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(handle));
   for (const AgentThreadState::Handle& h : ts.handles) {
@@ -233,7 +238,10 @@ void ToolInterface::OnVMInit(VMThread* main) {
   for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
     Environment* env = EnvironmentAt(i);
     if (!env->ShouldPost(VMTI_EVENT_VM_INIT, main)) continue;
-    if (auto cb = env->Callbacks().VMInit) cb(env->AsVmti(), AsHandle(main));
+    if (auto cb = env->Callbacks().VMInit) {
+      NativeScope native;
+      cb(env->AsVmti(), AsHandle(main));
+    }
   }
 }
 
@@ -244,6 +252,10 @@ void ToolInterface::OnVMDeath(VMThread* current) {
   // Agent threads waiting on raw monitors learn that the VM is ending
   // (VMTI_ERROR_INTERRUPT) and may leave; VMDeath does not wait for them.
   InterruptAgentThreadWaits();
+  // The dying thread owns the permanent stop (or is no VM thread): the
+  // scope changes nothing for the collector, but the callbacks run in the
+  // same state as every other callback (thread_states.h rule 1).
+  NativeScope native;
   for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
     Environment* env = EnvironmentAt(i);
     if (!env->ShouldPost(VMTI_EVENT_VM_DEATH, current)) continue;
@@ -260,7 +272,10 @@ void ToolInterface::OnThreadStart(VMThread* thread) {
   for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
     Environment* env = EnvironmentAt(i);
     if (!env->ShouldPost(VMTI_EVENT_THREAD_START, thread)) continue;
-    if (auto cb = env->Callbacks().ThreadStart) cb(env->AsVmti(), AsHandle(thread));
+    if (auto cb = env->Callbacks().ThreadStart) {
+      NativeScope native;
+      cb(env->AsVmti(), AsHandle(thread));
+    }
   }
 }
 
@@ -269,7 +284,10 @@ void ToolInterface::OnThreadEnd(VMThread* thread) {
     for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
       Environment* env = EnvironmentAt(i);
       if (!env->ShouldPost(VMTI_EVENT_THREAD_END, thread)) continue;
-      if (auto cb = env->Callbacks().ThreadEnd) cb(env->AsVmti(), AsHandle(thread));
+      if (auto cb = env->Callbacks().ThreadEnd) {
+        NativeScope native;
+        cb(env->AsVmti(), AsHandle(thread));
+      }
     }
   }
   // Per-thread enables die with the thread (its address may be reused).
@@ -297,11 +315,13 @@ void ToolInterface::OnSampledAllocation(gc::Mutator* m, gc::Value* object_root,
     if (!env->ShouldPost(VMTI_EVENT_SAMPLED_OBJECT_ALLOC, thread)) continue;
     auto cb = env->Callbacks().SampledObjectAlloc;
     if (cb == nullptr || !object_root->IsRef()) continue;
-    // Re-read for each env: an earlier callback may have moved the object.
-    gc::Object* obj = object_root->AsRef();
-    cb(env->AsVmti(), AsHandle(thread), scope.handle(),
-       reinterpret_cast<vmtiClass>(const_cast<gc::ClassLayout*>(obj->klass)),
-       static_cast<vmtiLong>(obj->Size()));
+    // Read in the VM state, for each env: an earlier callback may have let
+    // a collection move the object. Only the handle crosses into native.
+    const gc::Object* obj = object_root->AsRef();
+    const auto klass = reinterpret_cast<vmtiClass>(const_cast<gc::ClassLayout*>(obj->klass));
+    const auto size = static_cast<vmtiLong>(obj->Size());
+    NativeScope native;
+    cb(env->AsVmti(), AsHandle(thread), scope.handle(), klass, size);
   }
   ts.sample = outer_sample;
   ts.sample_generation = outer_generation;
@@ -365,12 +385,18 @@ void ToolInterface::DeliverWeakEvent(const gc::WeakEvent& e) {
     std::optional<int64_t> tag = env->tags.OnPromoted(record);
     if (!tag || !live) return;
     if (!env->ShouldPost(VMTI_EVENT_OBJECT_PROMOTE, thread)) return;
-    if (auto cb = env->Callbacks().ObjectPromote) cb(env->AsVmti(), *tag);
+    if (auto cb = env->Callbacks().ObjectPromote) {
+      NativeScope native;
+      cb(env->AsVmti(), *tag);
+    }
   } else if (e.kind == gc::WeakEventKind::kDied) {
     std::optional<int64_t> tag = env->tags.OnDied(weak_table(), record);
     if (!tag || !live) return;
     if (!env->ShouldPost(VMTI_EVENT_OBJECT_FREE, thread)) return;
-    if (auto cb = env->Callbacks().ObjectFree) cb(env->AsVmti(), *tag);
+    if (auto cb = env->Callbacks().ObjectFree) {
+      NativeScope native;
+      cb(env->AsVmti(), *tag);
+    }
   }
 }
 

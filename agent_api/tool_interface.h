@@ -15,10 +15,16 @@
 //    at a safepoint (Heap::ReconfigureSampling), so it takes effect at each
 //    thread's next allocation. Outside LIVE the settings are only recorded.
 // 3. Event dispatch. Callbacks run without any VMTI lock held (agents may
-//    call back into VMTI, enable events, or force collections from them).
-//    Environments are append-only, so dispatch iterates a stable prefix.
+//    call back into VMTI, enable events, or force collections from them),
+//    and in native state (agent_api/thread_states.h: a collection may run
+//    while one runs; GarbageCollectionStart/Finish excepted, they run inside
+//    the pause). Whatever a callback's arguments need from an object is read
+//    before the thread goes native. Environments are append-only, so
+//    dispatch iterates a stable prefix.
 // 4. Object handles. A vmtiObject is an opaque token naming a root slot
-//    (the heap's sample root) for the duration of one callback. Tokens are
+//    (the heap's sample root, which every collection visits and updates,
+//    also while the thread is native) for the duration of one callback,
+//    resolved only in the VM state (VmScope). Tokens are
 //    never reused, so a handle kept past its callback cannot alias a later
 //    one even though the slot is the same; each thread keeps its live
 //    (token, slot) pairs, and anything else an agent passes is rejected with

@@ -60,6 +60,8 @@ void GenerationalHeap::VisitAllRoots(RootVisitor& visitor) {
   for (Mutator* m : safepoints_.mutators()) {
     vm_->VisitMutatorRoots(m, visitor);
     visitor.VisitRoot(&MutatorData::Of(m)->sample_root);  // a sample being reported
+    // An allocation whose collections' events are being delivered (heap.cc).
+    visitor.VisitRoot(&MutatorData::Of(m)->deferred_root);
   }
 }
 
@@ -127,8 +129,13 @@ GenerationalHeap::GcKind GenerationalHeap::Collect(Mutator* requester, GcCause c
   safepoints_.End(requester);
   // An explicit collection (no allocation waiting on it) returns after its
   // ObjectFree/ObjectPromote events, so that an agent that forced it sees
-  // its results; an allocation must not wait (it holds a raw pointer).
-  if (!events.empty()) {
+  // its results. An allocation holds a raw pointer: AllocateSlow delivers
+  // its events once the object is in a root (callbacks run native, and
+  // other threads may collect meanwhile).
+  if (!events.empty() && allocation != nullptr) {
+    std::vector<WeakEvent>& deferred = MutatorData::Of(requester)->deferred_events;
+    deferred.insert(deferred.end(), events.begin(), events.end());
+  } else if (!events.empty()) {
     DeliverWeakEvents(std::move(events), requester,
                       /*wait=*/allocation == nullptr && cause == GcCause::kExplicit);
   }
@@ -247,12 +254,14 @@ void GenerationalHeap::DeliverWeakEvents(std::vector<WeakEvent> events, Mutator*
   }
   if (wait) {
     // Blocked: the delivering thread's callbacks may need a safepoint.
-    if (requester != nullptr) EnterBlocked(requester);
+    const SafepointState saved = requester != nullptr
+                                     ? SetSafepointState(requester, SafepointState::kBlocked)
+                                     : SafepointState::kRunning;
     {
       MutexLock lock(&observer_mu_);
       while (delivered_events_ < mine) delivered_cv_.Wait(&observer_mu_);
     }
-    if (requester != nullptr) LeaveBlocked(requester);
+    if (requester != nullptr) SetSafepointState(requester, saved);
     return;
   }
   std::vector<WeakEvent> batch;

@@ -46,8 +46,9 @@ class GenerationalHeap final : public Heap {
   void DetachMutator(Mutator* m) override;
   bool CollectGarbage(Mutator* requester, GcCause cause) override;
   void SafepointPoll(Mutator* m) override { safepoints_.Poll(m); }
-  void EnterBlocked(Mutator* m) override { safepoints_.EnterBlocked(m); }
-  void LeaveBlocked(Mutator* m) override { safepoints_.LeaveBlocked(m); }
+  SafepointState SetSafepointState(Mutator* m, SafepointState to) override {
+    return safepoints_.SetState(m, to);
+  }
   bool Contains(const void* p) const override {
     return reinterpret_cast<uintptr_t>(p) - base_ < size_;
   }
@@ -112,6 +113,9 @@ class GenerationalHeap final : public Heap {
   // Posts a sampled allocation to the observer; returns the object's
   // (possibly new) address. Out of line: samples are rare.
   Object* ReportSample(Mutator* m, Object* obj, const SampleDecision& decision);
+  // Delivers the weak events of collections the allocation slow path ran,
+  // with the new object (null: none) held in a root meanwhile.
+  Object* DeliverDeferredEvents(Mutator* m, Object* obj);
   void RetireTlab(Mutator* m);
   bool PromotionGuaranteed() const;
   void MinorCollection(std::vector<WeakEvent>* events);

@@ -27,6 +27,10 @@
 //    Account + Arm after placing the object, Resume + Arm after a sample's
 //    callback. Outside the slow path only RearmSampler (attach and
 //    ReconfigureSampling: Sync, Configure, Arm) touches it.
+// 7. The weak events (ObjectFree/ObjectPromote) of collections the slow path
+//    ran are delivered last, with the new object in a root
+//    (DeliverDeferredEvents): their callbacks run in native state, so other
+//    threads may collect meanwhile, and raw memory must not be held across.
 #include "gc/heap.h"
 
 #include <sys/mman.h>
@@ -223,7 +227,10 @@ Object* AllocateSlowPath(Mutator* m, const ClassLayout* cls, size_t size, uint64
     if (mem != 0 || ran == GcKind::kFull) break;
     if (ran == GcKind::kMinor) tried_minor = true;
   }
-  if (mem == 0) return nullptr;  // heap exhausted
+  if (mem == 0) {  // heap exhausted
+    if (!MutatorData::Of(m)->deferred_events.empty()) heap.DeliverDeferredEvents(m, nullptr);
+    return nullptr;
+  }
 
   auto* obj = reinterpret_cast<Object*>(mem);
   obj->klass = cls;  // gc_word and body are zero
@@ -236,6 +243,11 @@ Object* AllocateSlowPath(Mutator* m, const ClassLayout* cls, size_t size, uint64
   const SampleDecision decision = sampler.Account(size, m->tlab);
   sampler.Arm(m->tlab);
   if (ABSL_PREDICT_FALSE(decision.sample_count != 0)) obj = heap.ReportSample(m, obj, decision);
+  // After the sampler's bookkeeping: a collection that runs meanwhile
+  // retires the TLAB, and this object must already be charged by then.
+  if (ABSL_PREDICT_FALSE(!MutatorData::Of(m)->deferred_events.empty())) {
+    obj = heap.DeliverDeferredEvents(m, obj);
+  }
   MINIVM_GC_DCHECK(m->tlab.start <= m->tlab.top && m->tlab.top <= m->tlab.current_end &&
                        m->tlab.current_end <= m->tlab.end,
                    "TLAB invariant broken on return from the slow path");
@@ -278,6 +290,19 @@ Object* GenerationalHeap::ReportSample(Mutator* m, Object* obj, const SampleDeci
   data->sampler.Arm(m->tlab);
   obj = data->sample_root.AsRef();
   data->sample_root = Value::Null();
+  return obj;
+}
+
+Object* GenerationalHeap::DeliverDeferredEvents(Mutator* m, Object* obj) {
+  MutatorData* data = MutatorData::Of(m);
+  // Agents cannot allocate on the VM heap, so no allocation nests in here.
+  MINIVM_GC_DCHECK(data->deferred_root.IsNull(), "nested deferred delivery");
+  std::vector<WeakEvent> events;
+  events.swap(data->deferred_events);
+  data->deferred_root = obj != nullptr ? Value::Ref(obj) : Value::Null();
+  DeliverWeakEvents(std::move(events), m, /*wait=*/false);
+  obj = obj != nullptr ? data->deferred_root.AsRef() : nullptr;
+  data->deferred_root = Value::Null();
   return obj;
 }
 

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "gc/gc_observer.h"
 #include "gc/mutator.h"
+#include "gc/safepoint.h"
 #include "gc/object.h"
 #include "gc/vm_interface.h"
 #include "gc/weak_table.h"
@@ -109,11 +110,15 @@ class Heap {
   // handshake that set it is over.
   virtual void SafepointPoll(Mutator* m) = 0;
 
-  // Brackets a blocking wait (join, a lock, I/O) during which the thread
-  // neither reads nor writes heap objects, so a safepoint need not wait for
-  // it. Leave blocks while a safepoint is in progress.
-  virtual void EnterBlocked(Mutator* m) = 0;
-  virtual void LeaveBlocked(Mutator* m) = 0;
+  // Moves the calling thread's mutator m to `to` and returns the state it
+  // was in, to be restored the same way (SafepointManager::SetState; the
+  // states and their nesting are described in gc/safepoint.h). kBlocked
+  // brackets a blocking wait (join, a lock, I/O), kNative agent code: in
+  // either the thread neither reads nor writes heap objects nor holds raw
+  // object addresses, so a safepoint need not wait for it. Returning to
+  // kRunning waits while a safepoint is in progress. Use the scopes
+  // (BlockedScope below; agent_api/thread_states.h), not this directly.
+  virtual SafepointState SetSafepointState(Mutator* m, SafepointState to) = 0;
 
   // True when p points into the reserved heap range.
   virtual bool Contains(const void* p) const = 0;
@@ -154,15 +159,20 @@ class Heap {
   virtual void StopMutatorsForExit(Mutator* requester) = 0;
 };
 
+// Brackets a blocking wait of the VM's own (see SetSafepointState). Nests:
+// inside a callback (kNative) it moves the thread to kBlocked and back to
+// kNative, never to kRunning.
 class BlockedScope {
  public:
-  explicit BlockedScope(Mutator* m) : m_(m) { m_->heap->EnterBlocked(m_); }
-  ~BlockedScope() { m_->heap->LeaveBlocked(m_); }
+  explicit BlockedScope(Mutator* m)
+      : m_(m), saved_(m_->heap->SetSafepointState(m_, SafepointState::kBlocked)) {}
+  ~BlockedScope() { m_->heap->SetSafepointState(m_, saved_); }
   BlockedScope(const BlockedScope&) = delete;
   BlockedScope& operator=(const BlockedScope&) = delete;
 
  private:
   Mutator* m_;
+  SafepointState saved_;
 };
 
 // The allocation slow path, the one out-of-line half of Allocate() below

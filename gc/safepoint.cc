@@ -7,20 +7,29 @@
 
 namespace minivm::gc {
 
-SafepointState& SafepointManager::StateOf(Mutator* m) { return MutatorData::Of(m)->state; }
+std::atomic<SafepointState>& SafepointManager::StateOf(Mutator* m) {
+  return MutatorData::Of(m)->state;
+}
 
 void SafepointManager::ParkLocked(Mutator* m) {
-  SafepointState& state = StateOf(m);
-  const SafepointState saved = state;
-  state = SafepointState::kStopped;
+  std::atomic<SafepointState>& state = StateOf(m);
+  const SafepointState saved = state.load(std::memory_order_relaxed);
+  state.store(SafepointState::kStopped);
   cv_.SignalAll();
   while (active_) cv_.Wait(&mu_);
-  state = saved;
+  state.store(saved);
+}
+
+SafepointState SafepointManager::StateOfSelf(Mutator* m) {
+  return StateOf(m).load(std::memory_order_relaxed);
 }
 
 bool SafepointManager::OthersStoppedLocked() const {
   for (Mutator* m : mutators_) {
-    if (m != owner_ && StateOf(m) == SafepointState::kRunning) return false;
+    if (m == owner_) continue;
+    const SafepointState state = StateOf(m).load();
+    if (state == SafepointState::kRunning) return false;
+    if (permanent_ && state == SafepointState::kNative) return false;  // protocol point 6
   }
   return true;
 }
@@ -28,7 +37,7 @@ bool SafepointManager::OthersStoppedLocked() const {
 void SafepointManager::Attach(Mutator* m) {
   MutexLock lock(&mu_);
   while (active_) cv_.Wait(&mu_);
-  StateOf(m) = SafepointState::kRunning;
+  StateOf(m).store(SafepointState::kRunning);
   mutators_.push_back(m);
 }
 
@@ -68,11 +77,25 @@ bool SafepointManager::Begin(Mutator* requester) {
 }
 
 void SafepointManager::BeginPermanent(Mutator* requester) {
-  while (!Begin(requester)) {
-  }
   MutexLock lock(&mu_);
-  permanent_ = true;
+  while (active_) {
+    // Another thread's safepoint: let it finish (or, if the VM is already
+    // dying on another thread, park for good, as any mutator would).
+    if (requester != nullptr) {
+      ParkLocked(requester);
+    } else {
+      cv_.Wait(&mu_);
+    }
+  }
+  active_ = true;
+  permanent_ = true;  // from now on non-mutators give up on Begin (point 6)
+  owner_ = requester;
+  owner_thread_ = std::this_thread::get_id();
+  for (Mutator* m : mutators_) {
+    if (m != requester) m->poll.store(1, std::memory_order_release);
+  }
   cv_.SignalAll();  // non-mutators waiting in Begin give up (see Begin)
+  while (!OthersStoppedLocked()) cv_.Wait(&mu_);
 }
 
 bool SafepointManager::stopped_for_good() const {
@@ -98,17 +121,27 @@ void SafepointManager::Poll(Mutator* m) {
   if (!active_) m->poll.store(0, std::memory_order_relaxed);
 }
 
-void SafepointManager::EnterBlocked(Mutator* m) {
+SafepointState SafepointManager::SetState(Mutator* m, SafepointState to) {
+  MINIVM_GC_DCHECK(to != SafepointState::kStopped, "only the protocol parks a thread");
+  std::atomic<SafepointState>& state = StateOf(m);
+  const SafepointState from = state.load(std::memory_order_relaxed);  // ours alone to write
+  if (from == to) return from;
+  // Dekker-style, all seq_cst: this thread stores its state then loads
+  // active_; an owner stores active_ (Begin) then loads every state. At least
+  // one sees the other's store, so either the owner sees the new state, or
+  // this thread sees the safepoint and settles it under the mutex below.
+  state.store(to);
+  if (!active_.load()) return from;  // the fast path: two atomic accesses
   MutexLock lock(&mu_);
-  StateOf(m) = SafepointState::kBlocked;
-  cv_.SignalAll();
-}
-
-void SafepointManager::LeaveBlocked(Mutator* m) {
-  MutexLock lock(&mu_);
-  while (active_ && owner_ != m) cv_.Wait(&mu_);
-  StateOf(m) = SafepointState::kRunning;
-  m->poll.store(0, std::memory_order_relaxed);
+  if (to == SafepointState::kRunning) {
+    // Back into the heap: never in the middle of another thread's pause.
+    // The owner may have seen kRunning meanwhile and be waiting: parking
+    // wakes it.
+    if (active_ && owner_ != m) ParkLocked(m);
+  } else {
+    cv_.SignalAll();  // the owner may be waiting for this thread
+  }
+  return from;
 }
 
 size_t SafepointManager::mutator_count() const {

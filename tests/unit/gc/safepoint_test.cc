@@ -177,6 +177,36 @@ TEST_F(SafepointTest, ConcurrentAllocationFailuresCollectOnceEach) {
   EXPECT_GE(heap_->Stats().minor_collections, 4u);
 }
 
+TEST_F(SafepointTest, NativeThreadDoesNotHoldUpCollectionsAndStatesNest) {
+  // An agent callback runs native (gc/safepoint.h): collections proceed and
+  // update its roots; a blocked wait inside it returns to native, not to
+  // running; leaving native restores running.
+  std::atomic<bool> native_in{false};
+  std::atomic<bool> done{false};
+  RunThreads(2, [&](int id, TestThread& t) {
+    if (id == 0) {
+      t.roots.push_back(Value::Ref(NewPair(&t.mutator)));
+      const SafepointState outer = heap_->SetSafepointState(&t.mutator, SafepointState::kNative);
+      EXPECT_EQ(outer, SafepointState::kRunning);
+      native_in = true;
+      while (!done) std::this_thread::yield();
+      {
+        BlockedScope blocked(&t.mutator);
+        EXPECT_EQ(SafepointManager::StateOfSelf(&t.mutator), SafepointState::kBlocked);
+      }
+      EXPECT_EQ(SafepointManager::StateOfSelf(&t.mutator), SafepointState::kNative);
+      heap_->SetSafepointState(&t.mutator, outer);
+      EXPECT_EQ(SafepointManager::StateOfSelf(&t.mutator), SafepointState::kRunning);
+      EXPECT_TRUE(heap_->InOld(t.roots[0].AsRef()));  // updated while native
+    } else {
+      while (!native_in) std::this_thread::yield();
+      for (int i = 0; i < 3; ++i) heap_->CollectGarbage(&t.mutator, GcCause::kExplicit);
+      done = true;
+    }
+  });
+  EXPECT_EQ(heap_->Stats().full_collections, 3u);
+}
+
 TEST_F(SafepointTest, ExitStopByANonMutatorBelongsToItsThread) {
   // The VM's signal thread ends the VM as a non-mutator (null requester):
   // it may still collect (agents' VMDeath callbacks), while any other

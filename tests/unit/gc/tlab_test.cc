@@ -110,9 +110,8 @@ TEST_F(TlabTest, BusyThreadGetsLargerTlabsThanAnIdleOne) {
   // Two mutators on one thread: whichever is not allocating must be in a
   // blocked region, or a collection would wait for it forever.
   auto with_other_blocked = [&](Mutator* blocked, auto fn) {
-    heap_->EnterBlocked(blocked);
+    BlockedScope scope(blocked);
     fn();
-    heap_->LeaveBlocked(blocked);
   };
   for (int round = 0; round < 10; ++round) {
     with_other_blocked(m(), [&] { NewPair(&idle.mutator); });
