@@ -15,23 +15,14 @@ import argparse
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
+
+from benchlib import run_once
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 EXPLICIT = re.compile(r"\[gc\] full \(explicit\) ([\d.]+[KMG]?)->([\d.]+[KMG]?) \(.*?\) ([\d.]+)ms")
-
-
-def run_once(cmd, cwd):
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd)
-    err = proc.stderr.read().decode(errors="replace")
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{err}")
-    return usage.ru_utime + usage.ru_stime, EXPLICIT.findall(err)
 
 
 def main():
@@ -57,7 +48,8 @@ def main():
     pauses = {name: [] for name, _ in configs}
     for _ in range(a.rounds):
         for name, agent in configs:
-            t, gcs = run_once([minivm, "--verbose:gc", *agent, a.program, *a.args.split()], out)
+            t, err = run_once([minivm, "--verbose:gc", *agent, a.program, *a.args.split()], out)
+            gcs = EXPLICIT.findall(err)
             cpu[name].append(t)
             pauses[name].append(gcs)
     print(f"heapprof forced collections: {os.path.basename(a.program)} {a.args}, "

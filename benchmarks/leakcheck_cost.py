@@ -17,8 +17,9 @@ import argparse
 import os
 import re
 import statistics
-import subprocess
 import sys
+
+from benchlib import run_once
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -31,16 +32,6 @@ PROGRAMS = [
     ("word_count.mv 2000", ["examples/programs/word_count.mv", "2000"]),
 ]
 FORCED = re.compile(r"(\d+) full collections? forced by leakcheck \(([\d.]+) ms, ([\d.]+)% of")
-
-
-def run_once(cmd):
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
-    err = proc.stderr.read().decode(errors="replace")
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{err}")
-    return usage.ru_utime + usage.ru_stime, err
 
 
 def main():
@@ -58,7 +49,7 @@ def main():
         forced = []
         for _ in range(a.rounds):
             for name, opts in (("never", "=gc_every=1024g"), ("auto", "")):
-                t, err = run_once([minivm, f"-agentlib:leakcheck{opts}", *prog])
+                t, err = run_once([minivm, f"-agentlib:leakcheck{opts}", *prog], ROOT)
                 cpu[name].append(t)
                 m = FORCED.search(err)
                 if name == "auto" and m:

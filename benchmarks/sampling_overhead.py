@@ -25,8 +25,8 @@ prints the added instructions of each configuration relative to `off`.
 import argparse
 import os
 import statistics
-import subprocess
-import sys
+
+from benchlib import count_instructions, run_once
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -46,29 +46,6 @@ def configs(agent, interval):
         ("empty", a(f"mode=empty,interval={interval}")),
         ("stackweak", a(f"mode=stackweak,interval={interval}")),
     ]
-
-
-def count_instructions(cmd):
-    """Instructions executed by cmd under callgrind (guest code, JIT code included)."""
-    vg = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-          "--smc-check=all-non-file", *cmd]
-    proc = subprocess.run(vg, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"failed: {' '.join(vg)}\n{proc.stderr}")
-    for line in proc.stderr.splitlines():
-        if "Collected :" in line:
-            return int(line.split(":")[1].split()[0])
-    sys.exit(f"no instruction count from callgrind:\n{proc.stderr}")
-
-
-def run_once(cmd):
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    err = proc.stderr.read().decode(errors="replace")
-    proc.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{err}")
-    return usage.ru_utime + usage.ru_stime
 
 
 def main():
@@ -110,7 +87,7 @@ def main():
         for _ in range(args.rounds):
             for cname, copts in cfgs:
                 times[cname].append(run_once([args.minivm, *args.vm_arg, *copts, path,
-                                              *(overrides[name].split() if name in overrides else pargs)]))
+                                              *(overrides[name].split() if name in overrides else pargs)])[0])
         med = {c: statistics.median(v) for c, v in times.items()}
         print(f"{name:14} " + " ".join(f"{med[c]:12.3f}" for c, _ in cfgs))
         print(f"{'  ratio':14} " + " ".join(f"{med[c] / med['off']:12.4f}" for c, _ in cfgs))

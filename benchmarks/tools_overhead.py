@@ -22,9 +22,10 @@ import argparse
 import glob
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
+
+from benchlib import run_once
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -49,16 +50,6 @@ def configs(agents_dir, out_dir):
         ("lifetimes", [a("lifetimes")]),
         ("all-three", [a("heapprof", f"file={heap}"), a("leakcheck"), a("lifetimes")]),
     ]
-
-
-def run_once(cmd, cwd):
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd)
-    err = proc.stderr.read().decode(errors="replace")
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{err}")
-    return usage.ru_utime + usage.ru_stime
 
 
 def main():
@@ -88,7 +79,7 @@ def main():
             for _ in range(args.rounds):
                 for cname, copts in cfgs:
                     cmd = [minivm, *copts, path, *ARGS.get(name, [])]
-                    times[cname].append(run_once(cmd, out_dir))
+                    times[cname].append(run_once(cmd, out_dir)[0])
             med = {c: statistics.median(v) for c, v in times.items()}
             print(f"{name:14} " + " ".join(f"{med[c]:10.3f}" for c, _ in cfgs))
             print(f"{'  ratio':14} " + " ".join(f"{med[c] / med['off']:10.4f}" for c, _ in cfgs))

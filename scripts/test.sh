@@ -62,35 +62,31 @@ if build build-tsan -DCMAKE_BUILD_TYPE=Debug -DMINIVM_SANITIZE=thread -DMINIVM_B
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest build-tsan
 else status=1; failed=$((failed + 1)); fi
 
-echo "== [4/4] compiler fuzzer, ${fuzz_seconds}s"
-if CC=clang CXX=clang++ BUILD_TARGET=compile_fuzzer build build-fuzz -DCMAKE_BUILD_TYPE=Debug \
-     -DMINIVM_FUZZ=ON -DMINIVM_BUILD_BENCHMARKS=OFF -DMINIVM_WERROR=OFF; then
+# fuzz NAME TARGET SECONDS [libFuzzer args...]: builds TARGET in build-fuzz and
+# runs it for SECONDS on a fresh corpus seeded from the checked-in one.
+fuzz() {
+  local name=$1 target=$2 seconds=$3
+  shift 3
+  echo "== [4/4] $name, ${seconds}s"
+  if ! CC=clang CXX=clang++ BUILD_TARGET=$target build build-fuzz -DCMAKE_BUILD_TYPE=Debug \
+       -DMINIVM_FUZZ=ON -DMINIVM_BUILD_BENCHMARKS=OFF -DMINIVM_WERROR=OFF; then
+    status=1; failed=$((failed + 1)); return
+  fi
+  local corpus log=build-fuzz/$target.log
   corpus=$(mktemp -d)
-  if build-fuzz/tests/fuzz/compile_fuzzer -max_total_time="$fuzz_seconds" -print_final_stats=1 \
-       "$corpus" tests/fuzz/corpus >build-fuzz/fuzz.log 2>&1; then
+  if build-fuzz/tests/fuzz/$target -max_total_time="$seconds" -print_final_stats=1 "$@" \
+       "$corpus" >"$log" 2>&1; then
     passed=$((passed + 1))
-    echo "fuzzer: no crash in ${fuzz_seconds}s ($(grep -o 'stat::number_of_executed_units: *[0-9]*' build-fuzz/fuzz.log | grep -o '[0-9]*$') inputs)"
+    echo "$name: no crash in ${seconds}s ($(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$') inputs)"
   else
     failed=$((failed + 1)); status=1
-    tail -40 build-fuzz/fuzz.log
+    tail -40 "$log"
   fi
   rm -rf "$corpus"
-else status=1; failed=$((failed + 1)); fi
-
-echo "== [4/4] collector record-parser fuzzer, ${collector_fuzz_seconds}s"
-if cmake --build build-fuzz -j"$jobs" --target collector_fuzzer; then
-  corpus=$(mktemp -d)
-  if build-fuzz/tests/fuzz/collector_fuzzer -max_total_time="$collector_fuzz_seconds" \
-       -print_final_stats=1 -dict=tests/fuzz/collector.dict \
-       "$corpus" tests/fuzz/collector_corpus >build-fuzz/collector_fuzz.log 2>&1; then
-    passed=$((passed + 1))
-    echo "collector fuzzer: no crash in ${collector_fuzz_seconds}s ($(grep -o 'stat::number_of_executed_units: *[0-9]*' build-fuzz/collector_fuzz.log | grep -o '[0-9]*$') inputs)"
-  else
-    failed=$((failed + 1)); status=1
-    tail -40 build-fuzz/collector_fuzz.log
-  fi
-  rm -rf "$corpus"
-else status=1; failed=$((failed + 1)); fi
+}
+fuzz "compiler fuzzer" compile_fuzzer "$fuzz_seconds" tests/fuzz/corpus
+fuzz "collector record-parser fuzzer" collector_fuzzer "$collector_fuzz_seconds" \
+  -dict=tests/fuzz/collector.dict tests/fuzz/collector_corpus
 
 echo "suite: $passed passed, $failed failed"
 exit $status
