@@ -20,6 +20,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "agent_api/environment.h"
+#include "agent_api/heap_walk.h"
 #include "agent_api/tool_interface.h"
 #include "gc/heap.h"
 #include "vm/runtime/thread.h"
@@ -56,12 +57,20 @@ vmtiError Enter(vmtiEnv* env, unsigned phases, bool restricted_ok, Environment**
     return VMTI_ERROR_INVALID_ENVIRONMENT;
   }
   if ((static_cast<unsigned>(e->tool->phase()) & phases) == 0) return VMTI_ERROR_WRONG_PHASE;
-  if (!restricted_ok && CurrentAgentThreadState().restricted_depth > 0) {
-    return VMTI_ERROR_WRONG_PHASE;
-  }
+  AgentThreadState& ts = CurrentAgentThreadState();
+  if (!restricted_ok && ts.restricted_depth > 0) return VMTI_ERROR_WRONG_PHASE;
+  AgeHeldBatches(ts);
   *out = e;
   return VMTI_ERROR_NONE;
 }
+
+// Inside a heap walk's callback the world is stopped by the calling thread:
+// whatever needs a safepoint, allocates on the heap or collects would wait
+// for itself (docs/agent-api.md, "Heap walking").
+#define VMTI_NOT_IN_HEAP_CALLBACK()                           \
+  if (CurrentAgentThreadState().heap_callback_depth > 0) {    \
+    return VMTI_ERROR_WRONG_PHASE;                            \
+  }
 
 #define VMTI_ENTER(env, phases, restricted_ok)                          \
   Environment* e = nullptr;                                            \
@@ -167,6 +176,7 @@ vmtiError Deallocate(vmtiEnv* env, unsigned char* mem) {
 
 vmtiError DisposeEnvironment(vmtiEnv* env) {
   VMTI_ENTER(env, kAnyPhase, false);
+  VMTI_NOT_IN_HEAP_CALLBACK();
   // Relinquish everything: events stop, tags are forgotten (their weak slots
   // stay until collected, reporting to a disposed env, which ignores them).
   {
@@ -223,6 +233,7 @@ vmtiError AddCapabilities(vmtiEnv* env, const vmtiCapabilities* caps_ptr) {
 
 vmtiError RelinquishCapabilities(vmtiEnv* env, const vmtiCapabilities* caps_ptr) {
   VMTI_ENTER(env, kOnload | kLive, false);
+  VMTI_NOT_IN_HEAP_CALLBACK();
   VMTI_NOT_NULL(caps_ptr);
   {
     gc::MutexLock lock(&e->mu);
@@ -269,6 +280,7 @@ vmtiError SetEventCallbacks(vmtiEnv* env, const vmtiEventCallbacks* callbacks,
 vmtiError SetEventNotificationMode(vmtiEnv* env, vmtiEventMode mode, vmtiEvent event_type,
                                    vmtiThread event_thread) {
   VMTI_ENTER(env, kOnload | kLive, false);
+  VMTI_NOT_IN_HEAP_CALLBACK();
   if (mode != VMTI_ENABLE && mode != VMTI_DISABLE) return VMTI_ERROR_ILLEGAL_ARGUMENT;
   if (!IsKnownEvent(event_type)) return VMTI_ERROR_INVALID_EVENT_TYPE;
   if (!HasCapabilityFor(e->Capabilities(), event_type)) {
@@ -304,6 +316,7 @@ vmtiError SetEventNotificationMode(vmtiEnv* env, vmtiEventMode mode, vmtiEvent e
 
 vmtiError SetHeapSamplingInterval(vmtiEnv* env, vmtiInt sampling_interval) {
   VMTI_ENTER(env, kOnload | kLive, false);
+  VMTI_NOT_IN_HEAP_CALLBACK();
   if (!e->Capabilities().can_generate_sampled_alloc_events) {
     return VMTI_ERROR_MUST_POSSESS_CAPABILITY;
   }
@@ -419,6 +432,7 @@ vmtiError GetStackTrace(vmtiEnv* env, vmtiThread thread, vmtiInt start_depth,
                         vmtiInt max_frame_count, vmtiFrameInfo* frame_buffer,
                         vmtiInt* count_ptr) {
   VMTI_ENTER(env, kLive, false);
+  VMTI_NOT_IN_HEAP_CALLBACK();
   VMTI_NOT_NULL(frame_buffer);
   VMTI_NOT_NULL(count_ptr);
   if (max_frame_count < 0) return VMTI_ERROR_ILLEGAL_ARGUMENT;
@@ -431,6 +445,7 @@ vmtiError GetStackTrace(vmtiEnv* env, vmtiThread thread, vmtiInt start_depth,
 
 vmtiError GetFrameCount(vmtiEnv* env, vmtiThread thread, vmtiInt* count_ptr) {
   VMTI_ENTER(env, kLive, false);
+  VMTI_NOT_IN_HEAP_CALLBACK();
   VMTI_NOT_NULL(count_ptr);
   VMThread* t = nullptr;
   if (vmtiError err = e->tool->ResolveThread(thread, &t); err != VMTI_ERROR_NONE) return err;
@@ -477,6 +492,7 @@ std::vector<vmtiFrameInfo> FramesOf(const VMThread* t, vmtiInt max_frame_count) 
 vmtiError GetAllStackTraces(vmtiEnv* env, vmtiInt max_frame_count, vmtiStackInfo** stack_info_ptr,
                             vmtiInt* thread_count_ptr) {
   VMTI_ENTER(env, kLive, false);
+  VMTI_NOT_IN_HEAP_CALLBACK();
   VMTI_NOT_NULL(stack_info_ptr);
   VMTI_NOT_NULL(thread_count_ptr);
   if (max_frame_count < 0) return VMTI_ERROR_ILLEGAL_ARGUMENT;
@@ -511,6 +527,7 @@ vmtiError GetThreadListStackTraces(vmtiEnv* env, vmtiInt thread_count,
                                    const vmtiThread* thread_list, vmtiInt max_frame_count,
                                    vmtiStackInfo** stack_info_ptr) {
   VMTI_ENTER(env, kLive, false);
+  VMTI_NOT_IN_HEAP_CALLBACK();
   VMTI_NOT_NULL(thread_list);
   VMTI_NOT_NULL(stack_info_ptr);
   if (thread_count < 0 || max_frame_count < 0) return VMTI_ERROR_ILLEGAL_ARGUMENT;
@@ -679,6 +696,7 @@ vmtiError GetSampleInfo(vmtiEnv* env, vmtiSampleInfo* info_ptr) {
 
 vmtiError ForceGarbageCollection(vmtiEnv* env) {
   VMTI_ENTER(env, kLive, false);
+  VMTI_NOT_IN_HEAP_CALLBACK();
   if (!e->tool->ForceGarbageCollection()) return VMTI_ERROR_WRONG_PHASE;
   return VMTI_ERROR_NONE;
 }
@@ -733,15 +751,40 @@ constexpr vmtiInterface_1 kTable = {
     &GetFrameCount,
     &GetAllStackTraces,
     &GetThreadListStackTraces,
+    // 41..48: agent threads and raw monitors.
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    // Heap walking (heap_walk.cc).
+    &FollowReferences,
+    &IterateThroughHeap,
+    &GetObjectsWithTags,
+    &GetFieldName,
+    &GetGlobalName,
+    &GetLocalName,
 };
 // Slots are ABI and the table only grows at its end: a function added to
 // vmti.h must be added here, last, and this count with it.
-constexpr size_t kSlots = 40;
+constexpr size_t kSlots = 54;
 static_assert(sizeof(vmtiInterface_1) == kSlots * sizeof(void*), "vmti.h and kTable disagree");
 
 }  // namespace
 
 const vmtiInterface_1& FunctionTable() { return kTable; }
+
+vmtiError EnterFunction(vmtiEnv* env, unsigned phases, bool restricted_ok, Environment** out) {
+  return Enter(env, phases, restricted_ok, out);
+}
+vmtiError CopyApiString(std::string_view s, char** out) { return CopyString(s, out); }
+const Function* ResolveMethodId(Environment* e, vmtiMethodID method) {
+  return ResolveMethod(e, method);
+}
+vmtiMethodID MethodIdOf(const Function* fn) { return MethodId(fn); }
 
 void RegisterEnvironment(Environment* env) {
   const int i = g_env_count.load(std::memory_order_relaxed);

@@ -76,4 +76,17 @@ std::optional<int64_t> TagMap::OnDied(gc::WeakTable& table, uint64_t record) {
   return tag;
 }
 
+void TagMap::ForEach(gc::WeakTable& table, absl::FunctionRef<void(gc::Object*, int64_t)> fn) {
+  gc::MutexLock lock(&mu_);
+  for (const Record& rec : records_) {
+    if (!rec.in_use) continue;
+    if (gc::Object* obj = table.Get(rec.slot); obj != nullptr) fn(obj, rec.tag);
+  }
+}
+
+bool TagMap::Empty() {
+  gc::MutexLock lock(&mu_);
+  return records_.size() == free_.size();
+}
+
 }  // namespace minivm::agent

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/container/flat_hash_map.h"
 #include "gc/sync.h"
 #include "gc/object.h"
@@ -47,6 +48,12 @@ class TagMap {
   // when already reported). Died: the tag; the record and slot are freed.
   std::optional<int64_t> OnPromoted(uint64_t record);
   std::optional<int64_t> OnDied(gc::WeakTable& table, uint64_t record);
+
+  // Calls fn(object, tag) for every tagged object still alive, in no
+  // particular order. fn must not call back into this map.
+  void ForEach(gc::WeakTable& table, absl::FunctionRef<void(gc::Object*, int64_t)> fn);
+  // True when no object carries a tag of this map (a walk skips lookups).
+  bool Empty();
 
 
  private:

@@ -59,6 +59,7 @@ void GenerationalHeap::VisitAllRoots(RootVisitor& visitor) {
   vm_->VisitGlobalRoots(visitor);
   for (Mutator* m : safepoints_.mutators()) {
     vm_->VisitMutatorRoots(m, visitor);
+    if (visitor.WantsRootInfo()) visitor.SetRootInfo(RootInfo{});
     visitor.VisitRoot(&MutatorData::Of(m)->sample_root);  // a sample being reported
   }
 }

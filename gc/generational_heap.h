@@ -53,6 +53,8 @@ class GenerationalHeap final : public Heap {
   }
   HeapStats Stats() const override;
   void RunAtSafepoint(Mutator* requester, absl::FunctionRef<void(Mutator*)> fn) override;
+  std::optional<HeapWalkStats> WalkHeap(Mutator* requester, const Value* start_slot,
+                                        HeapWalkVisitor& visitor) override;  // heap_walker.cc
   WeakTable& weak_table() override { return weak_; }
   void SetWeakObserver(WeakObserver* observer) override;
   void SetSampleObserver(SampleObserver* observer) override {
