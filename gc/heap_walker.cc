@@ -1,9 +1,14 @@
 #include "gc/heap_walker.h"
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "gc/generational_heap.h"
 
 namespace minivm::gc {
@@ -12,7 +17,14 @@ namespace {
 class Walk final : public RootVisitor {
  public:
   Walk(uintptr_t base, size_t size, HeapWalkVisitor& visitor)
-      : base_(base), visited_((size / kObjectAlignment + 63) / 64), visitor_(visitor) {}
+      : base_(base),
+        words_((size / kObjectAlignment + 63) / 64),
+        // calloc maps a large block fresh: its pages are zero until touched,
+        // so a walk pays only for the part of the bitmap it uses.
+        visited_(static_cast<uint64_t*>(std::calloc(words_, sizeof(uint64_t)))),
+        visitor_(visitor) {
+    visited_ptr_.reset(visited_);
+  }
 
   bool WantsRootInfo() const override { return true; }
   void SetRootInfo(const RootInfo& info) override { info_ = info; }
@@ -27,6 +39,7 @@ class Walk final : public RootVisitor {
     }
   }
 
+  bool ok() const { return visited_ != nullptr; }
   void Start(Object* o) { Enqueue(o); }
 
   void Drain() {
@@ -57,7 +70,8 @@ class Walk final : public RootVisitor {
   // Queues o unless it was queued before (design point 4).
   void Enqueue(Object* o) {
     const uint64_t granule = (reinterpret_cast<uintptr_t>(o) - base_) / kObjectAlignment;
-    if (granule / 64 >= visited_.size()) return;  // not a heap object: nothing to scan
+    if (visited_ == nullptr || granule / 64 >= words_) return;  // not a heap object (or no
+                                                                 // memory): nothing to scan
     uint64_t& word = visited_[granule / 64];
     const uint64_t bit = uint64_t{1} << (granule % 64);
     if ((word & bit) != 0) return;
@@ -72,7 +86,9 @@ class Walk final : public RootVisitor {
   }
 
   const uintptr_t base_;
-  std::vector<uint64_t> visited_;
+  const size_t words_;
+  std::unique_ptr<uint64_t, decltype(&std::free)> visited_ptr_{nullptr, &std::free};
+  uint64_t* const visited_;
   std::deque<Object*> queue_;
   HeapWalkVisitor& visitor_;
   RootInfo info_;
@@ -85,6 +101,11 @@ HeapWalkStats WalkObjectGraph(uintptr_t base, size_t size,
                               absl::FunctionRef<void(RootVisitor&)> visit_roots, Object* start,
                               HeapWalkVisitor& visitor) {
   Walk walk(base, size, visitor);
+  if (!walk.ok()) {  // no memory for the bitmap: report nothing rather than a wrong walk
+    HeapWalkStats stats;
+    stats.aborted = true;
+    return stats;
+  }
   if (start != nullptr) {
     walk.Start(start);
   } else {
@@ -103,10 +124,21 @@ std::optional<HeapWalkStats> GenerationalHeap::WalkHeap(Mutator* requester, cons
   // current address whatever collections ran before the world stopped.
   Object* start = nullptr;
   if (start_slot != nullptr) start = start_slot->IsRef() ? start_slot->AsRef() : nullptr;
+  const auto begin = std::chrono::steady_clock::now();
   HeapWalkStats stats;
   if (start_slot == nullptr || start != nullptr) {
     stats = WalkObjectGraph(
         base_, size_, [this](RootVisitor& v) { VisitAllRoots(v); }, start, visitor);
+  }
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
+  // The walk is a pause like a collection's (callbacks included): logged
+  // with them.
+  if (options_.verbose_gc && options_.gc_log != nullptr) {
+    absl::FPrintF(options_.gc_log, "[gc] heap walk (%s) %u roots, %u objects, %u references%s %.3fms\n",
+                  start != nullptr ? "from an object" : "from the roots", stats.roots,
+                  stats.followed, stats.references, stats.aborted ? ", aborted" : "", ms);
+    std::fflush(options_.gc_log);
   }
   safepoints_.End(requester);
   return stats;
