@@ -4,8 +4,10 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "agent_api/environment.h"
 #include "agent_api/functions.h"
@@ -70,18 +72,31 @@ class TaggedWalk : public gc::HeapWalkVisitor {
         klass_(klass),
         callbacks_(callbacks),
         user_data_(user_data),
-        table_(e->tool->weak_table()),
-        epoch_(e->tool->CollectionEpoch()) {}
+        table_(e->tool->weak_table()) {}
+
+  // Inside the pause (design point 2): the tags by current address, read
+  // once, and the callbacks' changes written back once.
+  void OnWalkStart() override {
+    epoch_ = e_->tool->CollectionEpoch();
+    tags_ = e_->tags.Snapshot(table_, epoch_);
+  }
+  void OnWalkEnd() override {
+    if (!changes_.empty()) e_->tags.SetAll(table_, epoch_, e_->id, changes_);
+  }
 
  protected:
-  int64_t TagOf(gc::Object* o) {
-    if (untagged_) return 0;  // nothing tagged: skip the lookups
-    return e_->tags.Get(table_, epoch_, o);
+  int64_t TagOf(gc::Object* o) const {
+    auto it = tags_.find(o);
+    return it == tags_.end() ? 0 : it->second;
   }
   void SetTag(gc::Object* o, int64_t old_tag, int64_t new_tag) {
     if (new_tag == old_tag) return;
-    e_->tags.Set(table_, epoch_, e_->id, o, new_tag);
-    if (new_tag != 0) untagged_ = false;
+    if (new_tag == 0) {
+      tags_.erase(o);
+    } else {
+      tags_[o] = new_tag;
+    }
+    changes_.emplace_back(o, new_tag);
   }
   // Left out of the reports by heap_filter or klass.
   bool Filtered(const gc::Object* o, int64_t tag) const {
@@ -101,8 +116,9 @@ class TaggedWalk : public gc::HeapWalkVisitor {
   const vmtiHeapCallbacks callbacks_;
   void* const user_data_;
   gc::WeakTable& table_;
-  const uint64_t epoch_;
-  bool untagged_ = e_->tags.Empty();
+  uint64_t epoch_ = 0;
+  absl::flat_hash_map<const gc::Object*, int64_t> tags_;
+  std::vector<std::pair<gc::Object*, int64_t>> changes_;
 };
 
 class ReferenceWalk final : public TaggedWalk {

@@ -127,8 +127,10 @@ std::optional<HeapWalkStats> GenerationalHeap::WalkHeap(Mutator* requester, cons
   const auto begin = std::chrono::steady_clock::now();
   HeapWalkStats stats;
   if (start_slot == nullptr || start != nullptr) {
+    visitor.OnWalkStart();
     stats = WalkObjectGraph(
         base_, size_, [this](RootVisitor& v) { VisitAllRoots(v); }, start, visitor);
+    visitor.OnWalkEnd();
   }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();

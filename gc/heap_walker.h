@@ -49,6 +49,10 @@ class HeapWalkVisitor {
   // the start object): called once per object, before its references are
   // scanned. kSkip leaves its references unscanned.
   virtual Action OnFirstVisit(Object* /*obj*/) { return Action::kFollow; }
+  // Heap::WalkHeap calls these inside the pause, before the first report
+  // and after the last: addresses read or kept between them are current.
+  virtual void OnWalkStart() {}
+  virtual void OnWalkEnd() {}
 };
 
 struct HeapWalkStats {
