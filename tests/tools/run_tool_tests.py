@@ -2366,6 +2366,36 @@ def vm_leakcheck_paths_budget_and_off():
     check("retained by" not in r.stderr and "paths to GC roots" not in r.stderr, r.stderr[-3000:])
 
 
+# ---- heapprof: the class histogram (jmap -histo:live) -------------------------------------
+
+@test
+def vm_heapprof_class_histogram():
+    """histo=all: the live objects and bytes per class agree exactly with the
+    counts tests/tools/histo.mv makes itself (objects held by globals, a
+    list, a thread's result; garbage not counted), in both tiers; histo=2
+    keeps the two largest classes; a bad value is one clear error."""
+    need_vm()
+    prog = os.path.join(HERE, "histo.mv")
+    row = re.compile(r"^heapprof: +\d+: +([\d,]+) +([\d,]+)  (\S+)$", re.M)
+    for opts in ([], ["--jit=eager"]):
+        r = vm([*opts, "--verbose:gc", agent("heapprof", "histo=all,file="), prog, "3"], seed=1)
+        check(r.returncode == 0, r.stderr[-2000:])
+        want = {l.split()[0]: (int(l.split()[1]), int(l.split()[2]))
+                for l in r.stdout.splitlines() if l.split()[0] in ("Leaf", "Pair", "Wide")}
+        got = {m.group(3): (int(m.group(1).replace(",", "")), int(m.group(2).replace(",", "")))
+               for m in row.finditer(r.stderr)}
+        check(len(want) == 3, r.stdout)
+        for cls, counts in want.items():
+            check(got.get(cls) == counts, f"{opts} {cls}: histogram {got.get(cls)}, program {counts}")
+        check("class histogram (live objects, exact" in r.stderr, r.stderr[-2000:])
+        check(re.search(r"^\[gc\] heap walk \(from the roots\)", r.stderr, re.M),
+              "the histogram's walk is logged as a pause")
+    r = vm([agent("heapprof", "histo=2,file="), prog], seed=1)
+    check(r.returncode == 0, r.stderr[-2000:])
+    check(len(row.findall(r.stderr)) == 2, r.stderr[-2000:])
+    check_bad(lambda a: [C.minivm, a, prog], "heapprof", "histo=x")
+
+
 # ---- driver ------------------------------------------------------------------------------
 
 def probe_vm():

@@ -26,6 +26,9 @@
  *   gc=1|0           collect the whole heap before every profile that
  *                    reports live data (default 1, as jmap -histo:live);
  *                    0: live is as of the last collection, and says so
+ *   histo=N|all      add to the exit summary a class histogram of the live
+ *                    heap (jmap -histo:live), exact, from a heap walk: its N
+ *                    largest classes (default 0: none); common/class_histogram.h
  *   gdump=FRACTION   also write a numbered dump each time the estimated live
  *                    heap after a collection exceeds its previous maximum by
  *                    FRACTION (e.g. 0.1; jemalloc's prof_gdump)
@@ -82,6 +85,7 @@
 #include <vector>
 
 #include "../common/agent.h"
+#include "../common/class_histogram.h"
 #include "../common/options.h"
 #include "../common/output.h"
 #include "../common/program.h"
@@ -113,6 +117,7 @@ struct Config {
   int64_t top = 5;
   bool gc = true;
   double gdump = 0;  // 0: off
+  int64_t histo = 0;  // class histogram rows in the exit summary (0: none; -1: all)
 };
 
 // SIGUSR2 is process-wide, the instances are not: the handler counts
@@ -261,6 +266,11 @@ class Profiler {
       std::string s = BuildSummary(rows, RelativeToProgram(sites), interval_.load(),
                                    static_cast<int>(config_.top), note.summary);
       std::fputs(s.c_str(), stderr);
+    }
+    if (config_.histo != 0) {
+      const agent::ClassHistogram h = agent::TakeClassHistogram(env);
+      std::fputs(agent::FormatClassHistogram(h, "heapprof: ", static_cast<int>(config_.histo)).c_str(),
+                 stderr);
     }
     if (!config_.file.empty() && Write(config_.file, rows, sites, note, "final profile")) {
       if (config_.collapsed) {
@@ -709,6 +719,12 @@ int ParseConfig(const char* options, Config* c) {
         c->gc = false;
       else
         return agent::BadOption(kName, k, v, "want 1 (collect before each profile) or 0");
+    } else if (k == "histo") {
+      if (v == "all") {
+        c->histo = -1;
+      } else if (!agent::ParseInt(v, 0, 1000000, &c->histo)) {
+        return agent::BadOption(kName, k, v, "want a number of classes, or all");
+      }
     } else if (k == "gdump") {
       if (!agent::ParseDouble(v, 1e-6, 1e6, &c->gdump)) {
         return agent::BadOption(kName, k, v, "want a growth fraction > 0, e.g. 0.1");
@@ -716,7 +732,7 @@ int ParseConfig(const char* options, Config* c) {
     } else {
       return agent::BadOption(kName, k, v,
                               "unknown option (known: interval, file, format, space, dump_every, "
-                              "control, http, depth, threads, top, gc, gdump)");
+                              "control, http, depth, threads, top, gc, gdump, histo)");
     }
   }
   if (!c->file_given) c->file = c->collapsed ? "heap.folded" : "heap.pb.gz";
