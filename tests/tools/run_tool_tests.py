@@ -2396,6 +2396,46 @@ def vm_heapprof_class_histogram():
     check_bad(lambda a: [C.minivm, a, prog], "heapprof", "histo=x")
 
 
+# ---- heapprof: retention labels (retained=N) -----------------------------------------------
+
+@test
+def vm_heapprof_retained_labels():
+    """retained=3: the final profile's live samples of the top sites carry
+    the labels root and retained_by, which the real `go tool pprof` reads:
+    -tags lists them, and -tagfocus=root=global cache selects exactly the
+    in-use space retained through leaky_cache.mv's global cache (all of the
+    labelled space: nothing else holds those sites' objects)."""
+    need_vm()
+    need_go()
+    prog = os.path.join(ROOT, "examples", "programs", "leaky_cache.mv")
+    out = fresh("retained.pb.gz")
+    r = vm([agent("heapprof", f"retained=3,interval=16k,file={out}"), prog, "60000"], seed=1)
+    check(r.returncode == 0, r.stderr[-2000:])
+    m = re.search(r"^heapprof: retention labels \(root, retained_by\) on (\d+) of (\d+) live "
+                  r"samples of the top (\d+) sites; paths to GC roots: [\d,]+ objects visited in a "
+                  r"pause of [\d.]+ ms$", r.stderr, re.M)
+    check(m and int(m.group(1)) > 0 and m.group(1) == m.group(2) and m.group(3) == "3",
+          r.stderr[-2000:])
+    tags = pprof(["-tags", out])
+    check(re.search(r"^ root: Total", tags, re.M) and "global cache" in tags, tags)
+    by = re.findall(r"\): (global cache -> Cache\.buckets -> Array\[\] -> .*)$", tags, re.M)
+    check(by, f"retained_by values:\n{tags}")
+
+    def total(args):
+        top = pprof(["-top", "-sample_index=inuse_space", *args, out])
+        m = re.search(r"Showing nodes accounting for ([\d.]+)(k?B|MB|GB), ([\d.]+)% of ([\d.]+)"
+                      r"(k?B|MB|GB) total", top)
+        check(m, top)
+        return float(m.group(3))
+
+    focused = total(["-tagfocus=root=global cache"])
+    labelled = total(["-tagfocus=retained_by=global cache"])
+    check(0 < focused < 100 and focused == labelled, f"focused {focused}%, labelled {labelled}%")
+    ignored = total(["-tagignore=root=global cache"])
+    check(abs(ignored - (100 - focused)) < 0.1, f"focus {focused}% + ignore {ignored}%")
+    check_bad(lambda a: [C.minivm, a, prog], "heapprof", "retained=x")
+
+
 # ---- driver ------------------------------------------------------------------------------
 
 def probe_vm():

@@ -197,6 +197,18 @@ std::string RetentionPath::Text() const {
   return out;
 }
 
+std::string RetentionPath::Prefix(size_t n) const {
+  if (status != Status::kFound || links.empty()) return std::string();
+  std::string out = links[0];
+  for (size_t i = 1; i < links.size() && i <= n; i++) {
+    std::string link = links[i];
+    const size_t bracket = link.find('[');
+    if (bracket != std::string::npos) link = link.substr(0, bracket) + "[]";
+    out += " -> " + link;
+  }
+  return out;
+}
+
 RetentionResult FindRetentionPaths(vmtiEnv* tag_env, vmtiEnv* walk_env,
                                    const std::vector<std::vector<vmtiLong>>& queries,
                                    const RetentionBudget& budget) {

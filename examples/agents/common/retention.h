@@ -51,6 +51,10 @@ struct RetentionPath {
   // "global cache -> Cache.buckets -> Array[12] -> Entry.next x 3 -> Entry",
   // repeated links folded; or why there is none.
   std::string Text() const;
+  // The root and the first `links` references, element indexes dropped
+  // ("global cache -> Cache.buckets -> Array[]"), for grouping: a pprof
+  // label. Empty unless found.
+  std::string Prefix(size_t links) const;
 };
 
 struct RetentionResult {

@@ -29,6 +29,13 @@
  *   histo=N|all      add to the exit summary a class histogram of the live
  *                    heap (jmap -histo:live), exact, from a heap walk: its N
  *                    largest classes (default 0: none); common/class_histogram.h
+ *   retained=N       label the live samples of the N sites with the most live
+ *                    bytes, in the final profile, with where they are held
+ *                    from: pprof labels root ("global cache") and
+ *                    retained_by (the root and the first references of the
+ *                    shortest path from it); `go tool pprof
+ *                    -tagfocus=root=...` then selects what a root retains
+ *                    (default 0: none; common/retention.h)
  *   gdump=FRACTION   also write a numbered dump each time the estimated live
  *                    heap after a collection exceeds its previous maximum by
  *                    FRACTION (e.g. 0.1; jemalloc's prof_gdump)
@@ -89,6 +96,7 @@
 #include "../common/options.h"
 #include "../common/output.h"
 #include "../common/program.h"
+#include "../common/retention.h"
 #include "../common/sites.h"
 #include "../common/thread_filter.h"
 #include "heap_profile.h"
@@ -118,7 +126,13 @@ struct Config {
   bool gc = true;
   double gdump = 0;  // 0: off
   int64_t histo = 0;  // class histogram rows in the exit summary (0: none; -1: all)
+  int64_t retained = 0;  // sites whose live samples get retention labels (0: none)
 };
+
+// Live samples per site whose paths to GC roots are searched (retained=).
+constexpr size_t kRetainedSamplesPerSite = 256;
+// References kept in the retained_by label after the root.
+constexpr size_t kRetainedLinks = 3;
 
 // SIGUSR2 is process-wide, the instances are not: the handler counts
 // signals, and each instance's worker dumps when the count moved past what
@@ -173,7 +187,8 @@ class Profiler {
  public:
   static constexpr const char* kName = heapprof::kName;
 
-  Profiler(Config c, vmtiEnv* env) : config_(std::move(c)), log_(kName), env_(env) {
+  Profiler(Config c, vmtiEnv* env, vmtiEnv* walk_env)
+      : config_(std::move(c)), log_(kName), env_(env), walk_env_(walk_env) {
     next_dump_at_ = static_cast<double>(config_.dump_every);
     if (!config_.threads.empty()) threads_.Parse(config_.threads);  // validated already
   }
@@ -272,6 +287,7 @@ class Profiler {
       std::fputs(agent::FormatClassHistogram(h, "heapprof: ", static_cast<int>(config_.histo)).c_str(),
                  stderr);
     }
+    if (config_.retained > 0 && !config_.file.empty()) LabelRetention(env, note, &rows);
     if (!config_.file.empty() && Write(config_.file, rows, sites, note, "final profile")) {
       if (config_.collapsed) {
         std::fprintf(stderr, "heapprof: wrote %s (collapsed stacks: flamegraph.pl, speedscope)\n",
@@ -318,6 +334,43 @@ class Profiler {
     std::string comment;  // a profile comment
     uint64_t as_of = 0;   // the collection in-use data is as of; 0: as recorded
   };
+
+  // retained=N: moves the live samples of the top N sites (by live bytes)
+  // into rows labelled with the root and first links of their shortest
+  // path from a GC root (one search for all: common/retention.h).
+  void LabelRetention(vmtiEnv* env, const LiveNote& note, std::vector<Row>* rows) {
+    if (walk_env_ == nullptr) return;
+    std::vector<uint32_t> order(rows->size());
+    for (uint32_t i = 0; i < order.size(); i++) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return (*rows)[a].totals.inuse_bytes > (*rows)[b].totals.inuse_bytes;
+    });
+    order.resize(std::min<size_t>(order.size(), static_cast<size_t>(config_.retained)));
+    while (!order.empty() && (*rows)[order.back()].totals.inuse_bytes <= 0) order.pop_back();
+    const uint64_t as_of = note.as_of > 0 ? note.as_of : 0;
+    const std::vector<std::pair<int64_t, uint32_t>> tags =
+        data_.LiveTags(order, as_of, kRetainedSamplesPerSite);
+    std::vector<std::vector<vmtiLong>> queries;
+    for (const auto& t : tags) queries.push_back({t.first});
+    const agent::RetentionResult paths =
+        agent::FindRetentionPaths(env, walk_env_, queries, agent::RetentionBudget());
+    if (paths.unsupported) return;
+    std::unordered_map<int64_t, std::pair<std::string, std::string>> label_of;
+    for (size_t i = 0; i < tags.size(); i++) {
+      const agent::RetentionPath& p = paths.paths[i];
+      if (p.status != agent::RetentionPath::Status::kFound) continue;
+      label_of[tags[i].first] = {p.links[0], p.Prefix(kRetainedLinks)};
+    }
+    data_.SplitByRetention(rows, as_of, label_of);
+    std::fprintf(stderr,
+                 "heapprof: retention labels (root, retained_by) on %zu of %zu live samples of "
+                 "the top %zu sites; paths to GC roots: %s objects visited in a pause of %.1f "
+                 "ms%s%s%s\n",
+                 label_of.size(), tags.size(), order.size(),
+                 agent::WithCommas(paths.visited).c_str(), paths.pause_ms,
+                 paths.cut_off ? ", cut off" : "", paths.error.empty() ? "" : "; ",
+                 paths.error.c_str());
+  }
 
   void CopyRows(const LiveNote& note, std::vector<Row>* rows) const {
     if (note.as_of > 0) {
@@ -610,6 +663,7 @@ class Profiler {
   Config config_;
   agent::ErrorLog log_;
   vmtiEnv* const env_;
+  vmtiEnv* const walk_env_;  // retained=: the path search's scratch tags, or null
   agent::ThreadFilter threads_;
   agent::SiteTable sites_;
   HeapData data_;
@@ -725,6 +779,10 @@ int ParseConfig(const char* options, Config* c) {
       } else if (!agent::ParseInt(v, 0, 1000000, &c->histo)) {
         return agent::BadOption(kName, k, v, "want a number of classes, or all");
       }
+    } else if (k == "retained") {
+      if (!agent::ParseInt(v, 0, 1000, &c->retained)) {
+        return agent::BadOption(kName, k, v, "want a number of sites from 0 to 1000");
+      }
     } else if (k == "gdump") {
       if (!agent::ParseDouble(v, 1e-6, 1e6, &c->gdump)) {
         return agent::BadOption(kName, k, v, "want a growth fraction > 0, e.g. 0.1");
@@ -732,7 +790,7 @@ int ParseConfig(const char* options, Config* c) {
     } else {
       return agent::BadOption(kName, k, v,
                               "unknown option (known: interval, file, format, space, dump_every, "
-                              "control, http, depth, threads, top, gc, gdump, histo)");
+                              "control, http, depth, threads, top, gc, gdump, histo, retained)");
     }
   }
   if (!c->file_given) c->file = c->collapsed ? "heap.folded" : "heap.pb.gz";
@@ -767,7 +825,20 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   if (ParseConfig(options, &config) != 0) return 1;
   vmtiEnv* env = agent::NewEnvironment(vm, kName);
   if (env == nullptr) return 1;
-  auto profiler = std::make_unique<Profiler>(config, env);
+  // retained=: the path search's scratch tags need an environment of their
+  // own (common/retention.h).
+  vmtiEnv* walk_env = nullptr;
+  if (config.retained > 0) {
+    walk_env = agent::NewEnvironment(vm, kName);
+    vmtiCapabilities walk_caps{};
+    walk_caps.can_tag_objects = 1;
+    if (walk_env == nullptr ||
+        (*walk_env)->AddCapabilities(walk_env, &walk_caps) != VMTI_ERROR_NONE) {
+      std::fprintf(stderr, "heapprof: cannot make an environment for retained=\n");
+      return 1;
+    }
+  }
+  auto profiler = std::make_unique<Profiler>(config, env, walk_env);
   if (config.http_port >= 0) {
     std::string error;
     std::unique_ptr<HttpServer> server = LoadHttpServer(&error);
