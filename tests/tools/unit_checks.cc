@@ -172,7 +172,7 @@ struct TinyProfile {
 };
 
 heapprof::Row MakeRow(heapprof::SiteKey k, double ao, double ab, double io, double ib) {
-  heapprof::Row r{k, heapprof::Totals()};
+  heapprof::Row r{k, heapprof::Totals(), {}, {}};
   r.totals.alloc_objects = ao;
   r.totals.alloc_bytes = ab;
   r.totals.inuse_objects = io;
