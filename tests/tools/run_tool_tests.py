@@ -2337,13 +2337,14 @@ def vm_leakcheck_paths_thread_local():
         r = vm([agent("leakcheck", "interval=32k"), prog, "40000"], seed=seed, opts=SMALL_YOUNG)
         check(r.returncode == 0, r.stderr[-3000:])
         sites = leak_sites_with_paths(r.stderr)
-        hoarded = [(s, p) for s, p in sites if re.search(r"LEAK\? hoard \S*leak_local\.mv:13 ", s)]
+        hoarded = [(s, p) for s, p in sites if re.search(r"LEAK\? hoard \S*leak_local\.mv:16 ", s)]
         check(hoarded, f"--seed={seed}: the hoard sites not reported:\n{r.stderr[-3000:]}")
         for site, path in hoarded:
             check(path is not None and re.match(
-                r"^local kept of hoard \(leak_local\.mv:17\) on thread thread-1 -> "
+                # Line 22 or 23: the VM may end before thread-1 reaches its spin.
+                r"^local kept of hoard \(leak_local\.mv:2[23]\) on thread thread-1 -> "
                 r"(Item\.next( x [\d,]+)? -> )?(Item|Item\.payload -> Bytes) \(allocated at "
-                r"hoard \S*leak_local\.mv:13\)$", path), f"--seed={seed}: {site}: path {path!r}")
+                r"hoard \S*leak_local\.mv:16\)$", path), f"--seed={seed}: {site}: path {path!r}")
 
 
 @test
