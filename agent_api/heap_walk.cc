@@ -225,9 +225,6 @@ vmtiError CheckWalk(Environment* e, vmtiInt heap_filter, vmtiClass klass,
   return VMTI_ERROR_NONE;
 }
 
-gc::Mutator* RequesterOf(const AgentThreadState& ts) {
-  return ts.thread != nullptr ? &ts.thread->mutator : nullptr;
-}
 
 // The slot a vmtiObject handle names, or null.
 const gc::Value* HandleSlot(vmtiObject handle) {
@@ -260,8 +257,7 @@ vmtiError FollowReferences(vmtiEnv* env, vmtiInt heap_filter, vmtiClass klass,
     if (start == nullptr || !start->IsRef()) return VMTI_ERROR_INVALID_OBJECT;
   }
   ReferenceWalk walk(e, heap_filter, layout, *callbacks, const_cast<void*>(user_data));
-  const AgentThreadState& ts = CurrentAgentThreadState();
-  if (!e->tool->vm()->heap()->WalkHeap(RequesterOf(ts), start, walk)) {
+  if (!e->tool->vm()->heap()->WalkHeap(RequesterMutator(), start, walk)) {
     return VMTI_ERROR_WRONG_PHASE;  // the VM is dying
   }
   return VMTI_ERROR_NONE;
@@ -277,8 +273,7 @@ vmtiError IterateThroughHeap(vmtiEnv* env, vmtiInt heap_filter, vmtiClass klass,
   }
   if (callbacks->heap_iteration_callback == nullptr) return VMTI_ERROR_NULL_POINTER;
   IterationWalk walk(e, heap_filter, layout, *callbacks, const_cast<void*>(user_data));
-  const AgentThreadState& ts = CurrentAgentThreadState();
-  if (!e->tool->vm()->heap()->WalkHeap(RequesterOf(ts), nullptr, walk)) {
+  if (!e->tool->vm()->heap()->WalkHeap(RequesterMutator(), nullptr, walk)) {
     return VMTI_ERROR_WRONG_PHASE;
   }
   return VMTI_ERROR_NONE;
@@ -314,7 +309,7 @@ vmtiError GetObjectsWithTags(vmtiEnv* env, vmtiInt tag_count, const vmtiLong* ta
     });
     RegisterHeldBatch(batch.get());
   };
-  e->tool->vm()->heap()->RunAtSafepoint(RequesterOf(ts), [&](gc::Mutator*) { gather(); });
+  e->tool->vm()->heap()->RunAtSafepoint(RequesterMutator(), [&](gc::Mutator*) { gather(); });
   if (!gathered) return VMTI_ERROR_WRONG_PHASE;  // no mutator left: the VM is ending
   const size_t n = batch->slots.size();
   batch->first_token = ToolInterface::NewHandleTokens(n == 0 ? 1 : n);

@@ -34,7 +34,14 @@
 //    re-configuring sampling is a no-op, and ForceGarbageCollection works only
 //    on the dying thread (any other caller, such as an agent's own thread,
 //    would wait forever for a safepoint that cannot start).
-// 7. Held objects. GetObjectsWithTags returns handles that outlive one
+// 7. Agent threads (RunAgentThread, agent_threads.cc) are VM threads to the
+//    agent API (handles, names, ThreadStart/ThreadEnd, per-thread events)
+//    but outsiders to the heap: never attached, so never waited for by a
+//    safepoint; their heap requests (collections, safepoint operations) are
+//    made as a non-mutator's (RequesterMutator). Once VM death begins no
+//    event is posted from any thread but the dying one (EventsStoppedHere),
+//    and their RawMonitorWaits are interrupted (raw_monitors.h).
+// 8. Held objects. GetObjectsWithTags returns handles that outlive one
 //    call: until the calling callback returns, or, on an agent's own thread,
 //    until the next VMTI call returns. Their slots are gathered with the
 //    world stopped and live in per-thread batches registered process-wide;
@@ -48,6 +55,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -82,7 +90,7 @@ struct AgentThreadState {
   int heap_callback_depth = 0;       // inside a heap walk's callback (heap_walk.cc)
   int callback_depth = 0;            // inside an event callback (CallbackScope)
 
-  // Objects GetObjectsWithTags returned (design point 7): tokens
+  // Objects GetObjectsWithTags returned (design point 8): tokens
   // [first_token, first_token + slots.size()) name slots[i]. The slots are
   // roots (ToolInterface::VisitToolRoots) while the batch lives.
   struct HeldBatch {
@@ -99,6 +107,10 @@ struct AgentThreadState {
   ~AgentThreadState();  // releases what is still held
 };
 AgentThreadState& CurrentAgentThreadState();
+// The calling thread's mutator if it is a VM thread attached to the heap,
+// else null (agent threads and native threads; design point 7): the
+// requester to name in heap calls that may start a safepoint.
+gc::Mutator* RequesterMutator();
 
 // Held batches, process-wide, so a collection can visit them as roots.
 void RegisterHeldBatch(AgentThreadState::HeldBatch* batch);
@@ -176,6 +188,11 @@ class ToolInterface final : public ToolHooks,
   // it is ending: every other thread is stopped for good by then.
   bool ForceGarbageCollection();
 
+  // RunAgentThread: starts `proc(env, arg)` on a new agent thread named
+  // `name` (design point 7). Arguments are checked by the caller.
+  vmtiError RunAgentThread(Environment* env, const char* name, vmtiStartFunction proc,
+                           const void* arg, vmtiThread* thread_ptr);
+
   // Weak references made with NewWeakRef (no events).
   vmtiWeak NewWeakRef(gc::Object* obj);
   bool ValidWeakRef(vmtiWeak weak);
@@ -209,6 +226,9 @@ class ToolInterface final : public ToolHooks,
   void DeliverWeakEvent(const gc::WeakEvent& e);
   // GarbageCollectionStart/Finish to every environment that wants it.
   void PostGcEvent(vmtiEvent event);
+  // True once VM death began, on every thread but the one posting VMDeath:
+  // no event may be posted there any more (design points 6 and 7).
+  bool EventsStoppedHere() const;
 
   vmtiVMInterface vm_functions_;
   struct VmHandle {
@@ -220,7 +240,8 @@ class ToolInterface final : public ToolHooks,
   VM* vm_ = nullptr;
   std::atomic<vmtiPhase> phase_{VMTI_PHASE_ONLOAD};
   std::atomic<bool> dying_{false};
-  std::atomic<VMThread*> dying_thread_{nullptr};
+  // The OS thread posting VMDeath (it may be no VM thread: a signal's).
+  std::atomic<std::thread::id> dying_os_thread_{};
   std::atomic<int32_t> interval_;
 
   mutable gc::Mutex envs_mu_;
