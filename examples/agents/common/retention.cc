@@ -1,5 +1,6 @@
 #include "retention.h"
 
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <utility>
@@ -161,6 +162,25 @@ class Namer {
 };
 
 }  // namespace
+
+vmtiEnv* NewWalkEnvironment(vmtiVM* vm, const char* agent) {
+  vmtiEnv* env = nullptr;
+  vmtiError err = vm == nullptr ? VMTI_ERROR_NULL_POINTER
+                                : (*vm)->GetEnv(vm, reinterpret_cast<void**>(&env), VMTI_VERSION_1);
+  if (err == VMTI_ERROR_NONE) {
+    vmtiCapabilities caps;
+    std::memset(&caps, 0, sizeof caps);
+    caps.can_tag_objects = 1;
+    err = (*env)->AddCapabilities(env, &caps);
+    if (err != VMTI_ERROR_NONE) (*env)->DisposeEnvironment(env);
+  }
+  if (err != VMTI_ERROR_NONE) {
+    std::fprintf(stderr, "%s: cannot make the environment for paths to GC roots (error %d)\n",
+                 agent, static_cast<int>(err));
+    return nullptr;
+  }
+  return env;
+}
 
 std::string WithCommas(int64_t n) {
   std::string digits = std::to_string(n < 0 ? -n : n);

@@ -77,6 +77,10 @@ RetentionResult FindRetentionPaths(vmtiEnv* tag_env, vmtiEnv* walk_env,
                                    const std::vector<std::vector<vmtiLong>>& queries,
                                    const RetentionBudget& budget);
 
+// The scratch environment FindRetentionPaths needs: a new environment of
+// `vm` with can_tag_objects; null after one line on stderr.
+vmtiEnv* NewWalkEnvironment(vmtiVM* vm, const char* agent);
+
 // "66,531": thousands separators, for folded links.
 std::string WithCommas(int64_t n);
 

@@ -6,8 +6,8 @@
  *   go tool pprof -http=: heap.pb.gz
  *
  * Options (comma separated; docs/tools.md has the full story):
- *   interval=BYTES   mean sampling interval (e.g. 4096, 512k); default the
- *                    VM's, 512 KiB
+ *   interval=BYTES   mean sampling interval (e.g. 4096, 512k); default: the
+ *                    VM's
  *   file=PATH        the profile written at VM death (default heap.pb.gz, or
  *                    heap.folded with format=collapsed; empty: none)
  *   format=pprof|collapsed
@@ -47,17 +47,20 @@
  *     record id; ObjectFree with that tag removes it from the in-use sums.
  *  2. Output (files, HTTP) is built on agent-owned threads from copies of
  *     the tables; they never call VMTI functions that need a VM thread
- *     (?gc=1 calls ForceGarbageCollection, which any thread may call: the
- *     collection's ObjectFree events reach the tables before it returns).
+ *     (ForceGarbageCollection, which the worker and ?gc=1 call, may be
+ *     called from any thread: the collection's ObjectFree events reach the
+ *     tables before it returns).
  *     The HTTP endpoints keep Go's rule whatever gc= says: in-use values
  *     as of the last collection, unless the URL asks for one (?gc=1).
- *  3. SIGUSR2's handler only sets a flag. A worker thread polls the flag,
- *     the control file and the dump_every counter every 100 ms and dumps;
- *     nothing is ever written from a signal handler or a GC callback.
+ *  3. SIGUSR2's handler only counts the signal. A worker thread polls that
+ *     count and the control file every 100 ms, and writes the dumps queued
+ *     to it (dump_every's and gdump's, whose state was taken when they came
+ *     due); nothing is ever written from a signal handler or a GC callback.
  *  4. Callbacks arrive on several threads: HeapData and SiteTable lock
  *     internally; no agent lock is held across a VMTI call.
  *  5. Live means live (gc=1, the default): the final profile, the summary
- *     and every numbered dump are taken right after a full collection that
+ *     and every numbered dump but gdump's (which shows the collection that
+ *     set the new mark) are taken right after a full collection that
  *     heapprof forces (ForceGarbageCollection, whose ObjectFree events are
  *     delivered before it returns), so in-use figures count only reachable
  *     objects. Without it they are "as of the last collection", and a
@@ -93,6 +96,7 @@
 
 #include "../common/agent.h"
 #include "../common/class_histogram.h"
+#include "../common/errors.h"
 #include "../common/options.h"
 #include "../common/output.h"
 #include "../common/program.h"
@@ -170,40 +174,160 @@ void ReleaseSigusr2() {
   g_signal_installed = false;
 }
 
-// Set on a thread inside a ForceGarbageCollection that a profiler forced
-// (the instance): the collection runs on the thread that forced it, so its
-// GarbageCollectionFinish comes on this thread too, and records the
-// collection's number in tl_forced_gc (0: none reported).
+// The profiler forcing a collection on this thread, if any. A forced
+// collection runs on the thread that forced it, so its
+// GarbageCollectionFinish arrives on this thread too; there the profiler
+// named here records the collection's number in tl_forced_gc (0: none
+// reported).
 thread_local const void* tl_forcing = nullptr;
 thread_local uint64_t tl_forced_gc = 0;
 // An HTTP request's ?gc=1 collection, for its snapshot (StartHttp).
 thread_local uint64_t tl_http_as_of = 0;
 
+// "PORT", "ADDR:PORT" or "[IPV6]:PORT", ADDR numeric.
+bool ParseHttpAddress(const std::string& v, std::string* host, int64_t* port) {
+  size_t colon = v.rfind(':');
+  if (colon == std::string::npos) return agent::ParseInt(v, 0, 65535, port);
+  std::string h = v.substr(0, colon);
+  unsigned char addr[sizeof(struct in6_addr)];
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') {
+    h = h.substr(1, h.size() - 2);
+    if (inet_pton(AF_INET6, h.c_str(), addr) != 1) return false;
+  } else if (inet_pton(AF_INET, h.c_str(), addr) != 1) {
+    return false;  // (an IPv6 address must be in brackets)
+  }
+  *host = h;
+  return agent::ParseInt(v.substr(colon + 1), 0, 65535, port);
+}
+
+// "ADDR:PORT", an IPv6 address in brackets.
+std::string HostPort(const std::string& host, int port) {
+  bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
 double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// The vmtiVM of the Agent_OnLoad running now (loads run one at a time), so
+// that Create can make the path search's environment.
+vmtiVM* g_loading_vm = nullptr;
+
 class Profiler {
  public:
   static constexpr const char* kName = heapprof::kName;
+  using Config = heapprof::Config;
+
+  // The instance's side of agent::Start (common/agent.h).
+  static void DeclareOptions(Config* c, agent::OptionParser* p) {
+    p->Bytes("interval", &c->interval, 0, INT32_MAX, "4096 or 512k");
+    p->Custom(
+        "file", "a file path (empty: no final profile)",
+        [c](const std::string& v) {
+          c->file = v;
+          c->file_given = true;
+          return true;
+        },
+        /*empty_ok=*/true);
+    p->Choice<bool>("format", &c->collapsed, {{"pprof", false}, {"collapsed", true}});
+    p->Choice<bool>("space", &c->collapsed_inuse, {{"inuse", true}, {"alloc", false}});
+    p->Bytes("dump_every", &c->dump_every, 1, INT64_MAX, "64m");
+    p->Text("control", &c->control, "a file path");
+    p->Custom("http",
+              "PORT or ADDR:PORT with a numeric address (127.0.0.1 if omitted; [::1]:PORT for "
+              "IPv6), port 0 for any free one",
+              [c](const std::string& v) {
+                c->http_option = v;
+                return ParseHttpAddress(v, &c->http_host, &c->http_port);
+              });
+    p->Int("depth", &c->depth, 1, 4096, "a frame count");
+    agent::DeclareThreadsOption(p, &c->threads);
+    p->Int("top", &c->top, 0, 1000, "a site count");
+    p->Choice<bool>("gc", &c->gc, {{"1", true}, {"0", false}});
+    p->Double("gdump", &c->gdump, 1e-6, 1e6, "a growth fraction > 0, e.g. 0.1");
+    p->Custom("histo", "a number of classes, or all", [c](const std::string& v) {
+      if (v != "all") return agent::ParseInt(v, 0, 1000000, &c->histo);
+      c->histo = -1;
+      return true;
+    });
+    p->Int("retained", &c->retained, 0, 1000, "a number of sites");
+  }
+
+  // Every path is checked now, so that a typo fails before the program
+  // runs, not after it; and the HTTP server, if any, listens now, so that a
+  // port that is taken fails the same way. Null after one line on stderr.
+  static std::unique_ptr<Profiler> Create(Config c, vmtiEnv* env) {
+    // Numbered dumps go beside `file`, or beside the default name.
+    const std::string default_file = c.collapsed ? "heap.folded" : "heap.pb.gz";
+    if (c.file_given && c.file.empty() &&
+        (c.dump_every > 0 || c.gdump > 0 || !c.control.empty())) {
+      std::string error;
+      if (!agent::CheckOutputPath(default_file, &error)) {
+        agent::BadOption(kName, "file", "",
+                         "numbered dumps cannot go to the working directory: " + error);
+        return nullptr;
+      }
+    }
+    if (!c.file_given) c.file = default_file;
+    std::string error;
+    if (!c.file.empty() && !agent::CheckOutputPath(c.file, &error)) {
+      agent::BadOption(kName, "file", c.file, "cannot write " + c.file + ": " + error);
+      return nullptr;
+    }
+    if (!c.control.empty() && !agent::CheckOutputPath(c.control, &error)) {
+      agent::BadOption(kName, "control", c.control,
+                       "cannot be watched (it is deleted when seen): " + error);
+      return nullptr;
+    }
+    std::unique_ptr<HttpServer> http;
+    if (c.http_port >= 0 && (http = Listen(c)) == nullptr) return nullptr;
+    // retained=: the path search's scratch tags need an environment of
+    // their own (common/retention.h).
+    vmtiEnv* walk_env = nullptr;
+    if (c.retained > 0 && (walk_env = agent::NewWalkEnvironment(g_loading_vm, kName)) == nullptr) {
+      return nullptr;
+    }
+    auto profiler = std::make_unique<Profiler>(std::move(c), env, walk_env);
+    profiler->http_ = std::move(http);
+    return profiler;
+  }
 
   Profiler(Config c, vmtiEnv* env, vmtiEnv* walk_env)
       : config_(std::move(c)), log_(kName), env_(env), walk_env_(walk_env) {
     next_dump_at_ = static_cast<double>(config_.dump_every);
     if (!config_.threads.empty()) threads_.Parse(config_.threads);  // validated already
+    // The interval is VM-wide and any environment may change it, so the VM
+    // is its one source of truth: asked here, again at VMInit (an agent
+    // loaded later may have set it), and read from every sample's info.
+    // Until Install sets ours, the VM's is the one in force.
+    vmtiInt interval = 0;
+    if (config_.interval >= 0) {
+      interval_.store(config_.interval);
+    } else if (log_.Check(env, (*env)->GetHeapSamplingInterval(env, &interval),
+                          "GetHeapSamplingInterval")) {
+      interval_.store(interval);
+    }
   }
 
-  Config& config() { return config_; }
-  agent::ErrorLog& log() { return log_; }
-  void set_http(std::unique_ptr<HttpServer> server) { http_ = std::move(server); }
+  // Handlers: OnStart, OnThreadStart, OnSample, OnObjectFree, OnGcFinish,
+  // OnVMDeath (common/agent.h).
+  void Configure(agent::Setup* setup) const {
+    setup->interval = config_.interval;
+    threads_.Configure(setup);
+  }
 
-  void OnVMInit(vmtiEnv* env, vmtiThread main_thread) {
+  agent::ErrorLog& log() { return log_; }
+
+  // At VMInit (common/agent.h): the main thread exists, and agent threads
+  // may start.
+  void OnStart(vmtiEnv* env, vmtiThread main_thread) {
     vmtiInt interval = 0;
     if (log_.Check(env, (*env)->GetHeapSamplingInterval(env, &interval),
                    "GetHeapSamplingInterval")) {
       interval_.store(interval);
     }
-    if (!config_.threads.empty()) MaybeEnableFor(env, main_thread);
+    if (!config_.threads.empty()) threads_.EnableSamplingIfSelected(env, main_thread, &log_);
     sigusr2_seen_ = g_sigusr2_count.load(std::memory_order_relaxed);
     AcquireSigusr2();
     signal_acquired_ = true;
@@ -211,13 +335,15 @@ class Profiler {
     if (http_ != nullptr) StartHttp();
   }
 
-  void OnThreadStart(vmtiEnv* env, vmtiThread thread) { MaybeEnableFor(env, thread); }
+  void OnThreadStart(vmtiEnv* env, vmtiThread thread) {
+    threads_.EnableSamplingIfSelected(env, thread, &log_);
+  }
 
   // Inside the collection's pause: raw bookkeeping only.
   void OnGcFinish(vmtiEnv*) {
     const uint64_t n = gc_count_.fetch_add(1, std::memory_order_acq_rel) + 1;
     // The collection this instance forced runs on this thread: remember its
-    // number, which the profile's in-use data is taken as of.
+    // number, since the profile's in-use data is taken as of it.
     if (tl_forcing == this) tl_forced_gc = n;
     last_gc_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
                       std::memory_order_relaxed);
@@ -226,19 +352,18 @@ class Profiler {
   void OnSample(vmtiEnv* env, vmtiThread thread, vmtiObject object, vmtiClass klass,
                 vmtiLong size) {
     if (dead_.load(std::memory_order_acquire)) return;
-    vmtiSampleInfo info;
-    if (!log_.Check(env, (*env)->GetSampleInfo(env, &info), "GetSampleInfo")) return;
+    agent::Sample sample;
+    if (!sites_.Capture(env, object, klass, config_.depth, &next_tag_, &log_, &sample)) return;
+    const vmtiSampleInfo& info = sample.info;
     interval_.store(info.interval, std::memory_order_relaxed);
     SiteKey key;
-    key.stack = sites_.CaptureStack(env, static_cast<int>(config_.depth), &log_);
-    key.klass = sites_.ClassName(env, klass, &log_);
+    key.stack = sample.stack;
+    key.klass = sample.klass;
     key.thread = sites_.ThreadName(env, thread, &log_);
-    int64_t tag = next_tag_.fetch_add(1, std::memory_order_relaxed);
-    // Tag first: the object cannot die before this callback returns, so the
-    // record is in place before any ObjectFree for it.
-    if (!log_.Check(env, (*env)->SetTag(env, object, tag), "SetTag")) tag = 0;
-    // Born after the collections finished so far: no collection has judged
-    // it before the next one (HeapData::CopyLiveAsOf).
+    const int64_t tag = sample.tag;  // 0: untagged, counted as allocated only
+    // Recorded with the number of collections finished so far: none of
+    // them has judged this object, so in-use data as of any of them leaves
+    // it out (HeapData::CopyLiveAsOf).
     double allocated =
         data_.RecordAlloc(tag, key, info.weight, size, gc_count_.load(std::memory_order_acquire));
     if (config_.gdump > 0) CheckHighWater();
@@ -309,12 +434,29 @@ class Profiler {
   }
 
  private:
-  void MaybeEnableFor(vmtiEnv* env, vmtiThread thread) {
-    if (!threads_.Select(env, thread, &log_)) return;
-    log_.Check(env,
-               (*env)->SetEventNotificationMode(env, VMTI_ENABLE, VMTI_EVENT_SAMPLED_OBJECT_ALLOC,
-                                                thread),
-               "SetEventNotificationMode(thread)");
+  // The HTTP server of http=, listening; null after one line on stderr.
+  static std::unique_ptr<HttpServer> Listen(const Config& c) {
+    std::string error;
+    std::unique_ptr<HttpServer> server = LoadHttpServer(&error);
+    if (server != nullptr &&
+        !server->Listen(c.http_host, static_cast<int>(c.http_port), &error)) {
+      error = "cannot listen on " + HostPort(c.http_host, static_cast<int>(c.http_port)) + ": " +
+              error;
+      server.reset();
+    }
+    if (server == nullptr) {
+      agent::BadOption(kName, "http", c.http_option, error);
+      return nullptr;
+    }
+    const std::string where = HostPort(c.http_host, server->port());
+    std::fprintf(stderr, "heapprof: serving http://%s/debug/pprof/heap\n", where.c_str());
+    if (c.http_host.compare(0, 4, "127.") != 0 && c.http_host != "::1") {
+      std::fprintf(stderr,
+                   "heapprof: warning: profiles are served to anyone who can reach %s "
+                   "(no authentication)\n",
+                   where.c_str());
+    }
+    return server;
   }
 
   // File names relative to the program's directory (common/program.h), so
@@ -382,11 +524,12 @@ class Profiler {
 
   // gc=1: a full collection now, so that in-use data is exact up to
   // sampling (its ObjectFree events have been delivered when
-  // ForceGarbageCollection returns). gc=0: says when the last one ran.
-  // Must be called with no agent lock held (see design point 5).
+  // ForceGarbageCollection returns). gc=0, or a collection that could not
+  // run: no collection, and the note says when the last one ran. Must be
+  // called with no agent lock held (see design point 5).
   LiveNote CollectForLiveData(vmtiEnv* env, const char* when) {
-    // WRONG_PHASE: the VM is ending and this is not its last thread (a dump
-    // the worker drains during VMDeath); the data is then as recorded.
+    // WRONG_PHASE is expected, not an error: the VM is ending on another
+    // thread (a dump the worker drains during VMDeath).
     uint64_t number = 0;
     bool forced = false;
     if (config_.gc) {
@@ -396,9 +539,9 @@ class Profiler {
     }
     if (forced) {
       LiveNote note;
-      // Samples allocated after the collection (other threads ran on) are
-      // left out of in-use: it has not judged them. 0 if the collection
-      // did not report itself (then the data is as recorded).
+      // In-use data counts only samples born before this collection (other
+      // threads ran on meanwhile, and it has not judged theirs). 0 if the
+      // collection did not report itself: then the data is as recorded.
       note.as_of = number;
       note.summary = std::string("after a full collection ") + when;
       note.comment = "inuse: objects reachable at a full collection run just before this profile";
@@ -504,8 +647,8 @@ class Profiler {
     return true;
   }
 
-  // A numbered dump: its state is copied when it is queued or,
-  // with gc=1, by the worker after the collection it forces.
+  // A numbered dump. Its state is copied when it is queued, or (a dump
+  // requested with gc=1) by the worker, after the collection it forces.
   struct PendingDump {
     std::string why;
     bool copied = false;
@@ -669,7 +812,7 @@ class Profiler {
   HeapData data_;
   std::unique_ptr<HttpServer> http_;  // with http= only
   std::atomic<int64_t> next_tag_{1};
-  std::atomic<int64_t> interval_{524288};
+  std::atomic<int64_t> interval_{0};  // the VM's (see the constructor)
   std::atomic<bool> dead_{false};
   bool signal_acquired_ = false;
   uint64_t sigusr2_seen_ = 0;  // the worker's
@@ -689,206 +832,12 @@ class Profiler {
   std::thread worker_;
 };
 
-// "PORT", "ADDR:PORT" or "[IPV6]:PORT", ADDR numeric.
-bool ParseHttpAddress(const std::string& v, std::string* host, int64_t* port) {
-  size_t colon = v.rfind(':');
-  if (colon == std::string::npos) return agent::ParseInt(v, 0, 65535, port);
-  std::string h = v.substr(0, colon);
-  unsigned char addr[sizeof(struct in6_addr)];
-  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') {
-    h = h.substr(1, h.size() - 2);
-    if (inet_pton(AF_INET6, h.c_str(), addr) != 1) return false;
-  } else if (inet_pton(AF_INET, h.c_str(), addr) != 1) {
-    return false;  // (an IPv6 address must be in brackets)
-  }
-  *host = h;
-  return agent::ParseInt(v.substr(colon + 1), 0, 65535, port);
-}
-
-// "ADDR:PORT", an IPv6 address in brackets.
-std::string HostPort(const std::string& host, int port) {
-  bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
-int ParseConfig(const char* options, Config* c) {
-  agent::OptionList list;
-  std::string bad;
-  if (!agent::SplitOptions(options, &list, &bad)) {
-    return agent::BadOption(kName, bad, "", "empty or repeated option");
-  }
-  for (const auto& kv : list) {
-    const std::string& k = kv.first;
-    const std::string& v = kv.second;
-    if (k == "interval") {
-      if (!agent::ParseBytes(v, 0, 0x7fffffff, &c->interval)) {
-        return agent::BadOption(kName, k, v, "want bytes, e.g. 4096 or 512k");
-      }
-    } else if (k == "file") {
-      c->file = v;
-      c->file_given = true;
-    } else if (k == "format") {
-      if (v == "pprof")
-        c->collapsed = false;
-      else if (v == "collapsed")
-        c->collapsed = true;
-      else
-        return agent::BadOption(kName, k, v, "want pprof or collapsed");
-    } else if (k == "space") {
-      if (v == "inuse")
-        c->collapsed_inuse = true;
-      else if (v == "alloc")
-        c->collapsed_inuse = false;
-      else
-        return agent::BadOption(kName, k, v, "want inuse or alloc");
-    } else if (k == "dump_every") {
-      if (!agent::ParseBytes(v, 1, INT64_MAX, &c->dump_every)) {
-        return agent::BadOption(kName, k, v, "want bytes > 0, e.g. 64m");
-      }
-    } else if (k == "control") {
-      if (v.empty()) return agent::BadOption(kName, k, v, "want a file path");
-      c->control = v;
-    } else if (k == "http") {
-      c->http_option = v;
-      if (!ParseHttpAddress(v, &c->http_host, &c->http_port)) {
-        return agent::BadOption(kName, k, v,
-                                "want PORT or ADDR:PORT with a numeric address (127.0.0.1 if "
-                                "omitted; [::1]:PORT for IPv6), port 0 for any free one");
-      }
-    } else if (k == "depth") {
-      if (!agent::ParseInt(v, 1, 4096, &c->depth)) {
-        return agent::BadOption(kName, k, v, "want a frame count from 1 to 4096");
-      }
-    } else if (k == "threads") {
-      if (int bad = agent::CheckThreadsOption(kName, v)) return bad;
-      c->threads = v;
-    } else if (k == "top") {
-      if (!agent::ParseInt(v, 0, 1000, &c->top)) {
-        return agent::BadOption(kName, k, v, "want a count from 0 to 1000");
-      }
-    } else if (k == "gc") {
-      if (v == "1")
-        c->gc = true;
-      else if (v == "0")
-        c->gc = false;
-      else
-        return agent::BadOption(kName, k, v, "want 1 (collect before each profile) or 0");
-    } else if (k == "histo") {
-      if (v == "all") {
-        c->histo = -1;
-      } else if (!agent::ParseInt(v, 0, 1000000, &c->histo)) {
-        return agent::BadOption(kName, k, v, "want a number of classes, or all");
-      }
-    } else if (k == "retained") {
-      if (!agent::ParseInt(v, 0, 1000, &c->retained)) {
-        return agent::BadOption(kName, k, v, "want a number of sites from 0 to 1000");
-      }
-    } else if (k == "gdump") {
-      if (!agent::ParseDouble(v, 1e-6, 1e6, &c->gdump)) {
-        return agent::BadOption(kName, k, v, "want a growth fraction > 0, e.g. 0.1");
-      }
-    } else {
-      return agent::BadOption(kName, k, v,
-                              "unknown option (known: interval, file, format, space, dump_every, "
-                              "control, http, depth, threads, top, gc, gdump, histo, retained)");
-    }
-  }
-  if (!c->file_given) c->file = c->collapsed ? "heap.folded" : "heap.pb.gz";
-  // Every path is checked now, so that a typo fails before the program
-  // runs, not after it. Numbered dumps go beside `file` (or the default).
-  std::string error;
-  const bool dumps = c->dump_every > 0 || c->gdump > 0 || !c->control.empty();
-  if (!c->file.empty() && !agent::CheckOutputPath(c->file, &error)) {
-    return agent::BadOption(kName, "file", c->file, ("cannot write: " + error).c_str());
-  }
-  if (c->file.empty() && dumps) {
-    const std::string base = c->collapsed ? "heap.folded" : "heap.pb.gz";
-    if (!agent::CheckOutputPath(base, &error)) {
-      return agent::BadOption(kName, "file", "", ("numbered dumps cannot go to the working "
-                                                  "directory: " + error).c_str());
-    }
-  }
-  if (!c->control.empty() && !agent::CheckOutputPath(c->control, &error)) {
-    return agent::BadOption(kName, "control", c->control,
-                            ("cannot be watched (it is deleted when seen): " + error).c_str());
-  }
-  return 0;
-}
-
 }  // namespace
 }  // namespace heapprof
 
-VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
-  using namespace heapprof;
-  (void)reserved;
-  Config config;
-  if (ParseConfig(options, &config) != 0) return 1;
-  vmtiEnv* env = agent::NewEnvironment(vm, kName);
-  if (env == nullptr) return 1;
-  // retained=: the path search's scratch tags need an environment of their
-  // own (common/retention.h).
-  vmtiEnv* walk_env = nullptr;
-  if (config.retained > 0) {
-    walk_env = agent::NewEnvironment(vm, kName);
-    vmtiCapabilities walk_caps{};
-    walk_caps.can_tag_objects = 1;
-    if (walk_env == nullptr ||
-        (*walk_env)->AddCapabilities(walk_env, &walk_caps) != VMTI_ERROR_NONE) {
-      std::fprintf(stderr, "heapprof: cannot make an environment for retained=\n");
-      return 1;
-    }
-  }
-  auto profiler = std::make_unique<Profiler>(config, env, walk_env);
-  if (config.http_port >= 0) {
-    std::string error;
-    std::unique_ptr<HttpServer> server = LoadHttpServer(&error);
-    if (server != nullptr &&
-        !server->Listen(config.http_host, static_cast<int>(config.http_port), &error)) {
-      error = "cannot listen on " + HostPort(config.http_host, static_cast<int>(config.http_port)) +
-              ": " + error;
-      server.reset();
-    }
-    if (server == nullptr) {
-      std::fprintf(stderr, "heapprof: bad option 'http=%s': %s\n", config.http_option.c_str(),
-                   error.c_str());
-      return 1;
-    }
-    std::string where = HostPort(config.http_host, server->port());
-    std::fprintf(stderr, "heapprof: serving http://%s/debug/pprof/heap\n", where.c_str());
-    if (config.http_host.compare(0, 4, "127.") != 0 && config.http_host != "::1") {
-      std::fprintf(stderr,
-                   "heapprof: warning: profiles are served to anyone who can reach %s "
-                   "(no authentication)\n",
-                   where.c_str());
-    }
-    profiler->set_http(std::move(server));
-  }
-  agent::Setup setup;
-  setup.capabilities.can_generate_sampled_alloc_events = 1;
-  setup.capabilities.can_tag_objects = 1;
-  setup.capabilities.can_generate_object_free_events = 1;
-  setup.capabilities.can_generate_garbage_collection_events = 1;
-  setup.callbacks.VMInit = &agent::Callback<&Profiler::OnVMInit>::Fn;
-  setup.callbacks.VMDeath = &agent::Callback<&Profiler::OnVMDeath>::Fn;
-  setup.callbacks.ThreadStart = &agent::Callback<&Profiler::OnThreadStart>::Fn;
-  setup.callbacks.SampledObjectAlloc = &agent::Callback<&Profiler::OnSample>::Fn;
-  setup.callbacks.ObjectFree = &agent::Callback<&Profiler::OnObjectFree>::Fn;
-  setup.callbacks.GarbageCollectionFinish = &agent::Callback<&Profiler::OnGcFinish>::Fn;
-  setup.interval = config.interval;
-  // With threads=, SampledObjectAlloc is enabled per thread from VMInit and
-  // ThreadStart instead.
-  if (config.threads.empty()) {
-    setup.events = {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH, VMTI_EVENT_OBJECT_FREE,
-                    VMTI_EVENT_GARBAGE_COLLECTION_FINISH, VMTI_EVENT_SAMPLED_OBJECT_ALLOC};
-  } else {
-    setup.events = {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH, VMTI_EVENT_OBJECT_FREE,
-                    VMTI_EVENT_GARBAGE_COLLECTION_FINISH, VMTI_EVENT_THREAD_START};
-  }
-  // Installed before Install stores it: lives until the process ends
-  // (common/agent.h).
-  Profiler* p = profiler.release();
-  if (!agent::Install(env, p, setup, &p->log())) return 1;
-  return 0;
+VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void*) {
+  heapprof::g_loading_vm = vm;  // for Profiler::Create's second environment (retained=)
+  return agent::Start<heapprof::Profiler>(vm, options);
 }
 
 // After every agent's VMDeath: a profile that could not be written fails
