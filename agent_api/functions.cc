@@ -6,10 +6,11 @@
 // VM: handles are looked up, never trusted (docs/agent-api.md).
 //
 // Callbacks run in native state (agent_api/thread_states.h). A function that
-// reads an object or a handle's slot, or runs the collector, opens
-// VMTI_IN_VM right after VMTI_ENTER: its whole body runs in the VM state, so
-// no collection moves an object while it holds the object's address, and the
-// address is dead when the function returns. Functions that read only
+// reads an object or a handle's slot opens VMTI_OBJECTS_STABLE right after
+// VMTI_ENTER, one that runs the GC opens VMTI_IN_VM: its whole body runs in
+// the VM state (or, on a thread that is not a mutator, with the world
+// stopped), so no collection moves an object while it holds the object's
+// address, and the address is dead when the function returns. Functions that read only
 // VM-wide settings, the caller's own frames (no collector writes them),
 // thread-local sample data, or a weak slot's nullness (under the weak
 // table's lock) stay native, and work from agents' own threads.
@@ -29,6 +30,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "agent_api/environment.h"
+#include "agent_api/heap_walk.h"
 #include "agent_api/raw_monitors.h"
 #include "agent_api/thread_states.h"
 #include "agent_api/tool_interface.h"
@@ -67,12 +69,20 @@ vmtiError Enter(vmtiEnv* env, unsigned phases, bool restricted_ok, Environment**
     return VMTI_ERROR_INVALID_ENVIRONMENT;
   }
   if ((static_cast<unsigned>(e->tool->phase()) & phases) == 0) return VMTI_ERROR_WRONG_PHASE;
-  if (!restricted_ok && CurrentAgentThreadState().restricted_depth > 0) {
-    return VMTI_ERROR_WRONG_PHASE;
-  }
+  AgentThreadState& ts = CurrentAgentThreadState();
+  if (!restricted_ok && ts.restricted_depth > 0) return VMTI_ERROR_WRONG_PHASE;
+  AgeHeldBatches(ts);
   *out = e;
   return VMTI_ERROR_NONE;
 }
+
+// Inside a heap walk's callback the world is stopped by the calling thread:
+// whatever needs a safepoint, allocates on the heap or collects would wait
+// for itself (docs/agent-api.md, "Heap walking").
+#define VMTI_NOT_IN_HEAP_CALLBACK()                           \
+  if (CurrentAgentThreadState().heap_callback_depth > 0) {    \
+    return VMTI_ERROR_WRONG_PHASE;                            \
+  }
 
 #define VMTI_ENTER(env, phases, restricted_ok)                          \
   Environment* e = nullptr;                                            \
@@ -82,6 +92,11 @@ vmtiError Enter(vmtiEnv* env, unsigned phases, bool restricted_ok, Environment**
 
 // Back in the VM for the rest of the function (may wait for a collection).
 #define VMTI_IN_VM() VmScope in_vm_
+
+// Object addresses stay valid until the function returns (ObjectAccessScope).
+#define VMTI_OBJECTS_STABLE()                                    \
+  ObjectAccessScope objects_stable_(e->tool->vm()->heap());      \
+  if (!objects_stable_.ok()) return VMTI_ERROR_WRONG_PHASE
 
 #define VMTI_NOT_NULL(p) \
   if ((p) == nullptr) return VMTI_ERROR_NULL_POINTER
@@ -181,6 +196,7 @@ vmtiError Deallocate(vmtiEnv* env, unsigned char* mem) {
 
 vmtiError DisposeEnvironment(vmtiEnv* env) {
   VMTI_ENTER(env, kAnyPhase, false);
+  VMTI_NOT_IN_HEAP_CALLBACK();
   // Relinquish everything: events stop, tags are forgotten (their weak slots
   // stay until collected, reporting to a disposed env, which ignores them).
   {
@@ -237,6 +253,7 @@ vmtiError AddCapabilities(vmtiEnv* env, const vmtiCapabilities* caps_ptr) {
 
 vmtiError RelinquishCapabilities(vmtiEnv* env, const vmtiCapabilities* caps_ptr) {
   VMTI_ENTER(env, kOnload | kLive, false);
+  VMTI_NOT_IN_HEAP_CALLBACK();
   VMTI_NOT_NULL(caps_ptr);
   {
     gc::MutexLock lock(&e->mu);
@@ -283,6 +300,7 @@ vmtiError SetEventCallbacks(vmtiEnv* env, const vmtiEventCallbacks* callbacks,
 vmtiError SetEventNotificationMode(vmtiEnv* env, vmtiEventMode mode, vmtiEvent event_type,
                                    vmtiThread event_thread) {
   VMTI_ENTER(env, kOnload | kLive, false);
+  VMTI_NOT_IN_HEAP_CALLBACK();
   if (mode != VMTI_ENABLE && mode != VMTI_DISABLE) return VMTI_ERROR_ILLEGAL_ARGUMENT;
   if (!IsKnownEvent(event_type)) return VMTI_ERROR_INVALID_EVENT_TYPE;
   if (!HasCapabilityFor(e->Capabilities(), event_type)) {
@@ -318,6 +336,7 @@ vmtiError SetEventNotificationMode(vmtiEnv* env, vmtiEventMode mode, vmtiEvent e
 
 vmtiError SetHeapSamplingInterval(vmtiEnv* env, vmtiInt sampling_interval) {
   VMTI_ENTER(env, kOnload | kLive, false);
+  VMTI_NOT_IN_HEAP_CALLBACK();
   if (!e->Capabilities().can_generate_sampled_alloc_events) {
     return VMTI_ERROR_MUST_POSSESS_CAPABILITY;
   }
@@ -434,6 +453,7 @@ vmtiError GetStackTrace(vmtiEnv* env, vmtiThread thread, vmtiInt start_depth,
                         vmtiInt max_frame_count, vmtiFrameInfo* frame_buffer,
                         vmtiInt* count_ptr) {
   VMTI_ENTER(env, kLive, false);
+  VMTI_NOT_IN_HEAP_CALLBACK();
   VMTI_NOT_NULL(frame_buffer);
   VMTI_NOT_NULL(count_ptr);
   if (max_frame_count < 0) return VMTI_ERROR_ILLEGAL_ARGUMENT;
@@ -446,6 +466,7 @@ vmtiError GetStackTrace(vmtiEnv* env, vmtiThread thread, vmtiInt start_depth,
 
 vmtiError GetFrameCount(vmtiEnv* env, vmtiThread thread, vmtiInt* count_ptr) {
   VMTI_ENTER(env, kLive, false);
+  VMTI_NOT_IN_HEAP_CALLBACK();
   VMTI_NOT_NULL(count_ptr);
   VMThread* t = nullptr;
   if (vmtiError err = e->tool->ResolveThread(thread, &t); err != VMTI_ERROR_NONE) return err;
@@ -492,6 +513,7 @@ std::vector<vmtiFrameInfo> FramesOf(const VMThread* t, vmtiInt max_frame_count) 
 vmtiError GetAllStackTraces(vmtiEnv* env, vmtiInt max_frame_count, vmtiStackInfo** stack_info_ptr,
                             vmtiInt* thread_count_ptr) {
   VMTI_ENTER(env, kLive, false);
+  VMTI_NOT_IN_HEAP_CALLBACK();
   VMTI_NOT_NULL(stack_info_ptr);
   VMTI_NOT_NULL(thread_count_ptr);
   if (max_frame_count < 0) return VMTI_ERROR_ILLEGAL_ARGUMENT;
@@ -526,6 +548,7 @@ vmtiError GetThreadListStackTraces(vmtiEnv* env, vmtiInt thread_count,
                                    const vmtiThread* thread_list, vmtiInt max_frame_count,
                                    vmtiStackInfo** stack_info_ptr) {
   VMTI_ENTER(env, kLive, false);
+  VMTI_NOT_IN_HEAP_CALLBACK();
   VMTI_NOT_NULL(thread_list);
   VMTI_NOT_NULL(stack_info_ptr);
   if (thread_count < 0 || max_frame_count < 0) return VMTI_ERROR_ILLEGAL_ARGUMENT;
@@ -604,7 +627,7 @@ vmtiError GetMethodSourceFile(vmtiEnv* env, vmtiMethodID method, char** source_n
 
 vmtiError GetObjectClass(vmtiEnv* env, vmtiObject object, vmtiClass* klass_ptr) {
   VMTI_ENTER(env, kLive, false);
-  VMTI_IN_VM();
+  VMTI_OBJECTS_STABLE();
   VMTI_RESOLVE_OBJECT(object, obj);
   VMTI_NOT_NULL(klass_ptr);
   *klass_ptr = reinterpret_cast<vmtiClass>(const_cast<gc::ClassLayout*>(obj->klass));
@@ -625,7 +648,7 @@ vmtiError GetClassSignature(vmtiEnv* env, vmtiClass klass, char** signature_ptr,
 
 vmtiError GetObjectSize(vmtiEnv* env, vmtiObject object, vmtiLong* size_ptr) {
   VMTI_ENTER(env, kLive, false);
-  VMTI_IN_VM();
+  VMTI_OBJECTS_STABLE();
   VMTI_RESOLVE_OBJECT(object, obj);
   VMTI_NOT_NULL(size_ptr);
   *size_ptr = static_cast<vmtiLong>(obj->Size());
@@ -634,7 +657,7 @@ vmtiError GetObjectSize(vmtiEnv* env, vmtiObject object, vmtiLong* size_ptr) {
 
 vmtiError GetTag(vmtiEnv* env, vmtiObject object, vmtiLong* tag_ptr) {
   VMTI_ENTER(env, kLive, false);
-  VMTI_IN_VM();
+  VMTI_OBJECTS_STABLE();
   if (!e->Capabilities().can_tag_objects) return VMTI_ERROR_MUST_POSSESS_CAPABILITY;
   VMTI_RESOLVE_OBJECT(object, obj);
   VMTI_NOT_NULL(tag_ptr);
@@ -644,7 +667,7 @@ vmtiError GetTag(vmtiEnv* env, vmtiObject object, vmtiLong* tag_ptr) {
 
 vmtiError SetTag(vmtiEnv* env, vmtiObject object, vmtiLong tag) {
   VMTI_ENTER(env, kLive, false);
-  VMTI_IN_VM();
+  VMTI_OBJECTS_STABLE();
   if (!e->Capabilities().can_tag_objects) return VMTI_ERROR_MUST_POSSESS_CAPABILITY;
   VMTI_RESOLVE_OBJECT(object, obj);
   e->tags.Set(e->tool->weak_table(), e->tool->CollectionEpoch(), e->id, obj, tag);
@@ -653,7 +676,7 @@ vmtiError SetTag(vmtiEnv* env, vmtiObject object, vmtiLong tag) {
 
 vmtiError NewWeakRef(vmtiEnv* env, vmtiObject object, vmtiWeak* weak_ptr) {
   VMTI_ENTER(env, kLive, false);
-  VMTI_IN_VM();
+  VMTI_OBJECTS_STABLE();
   VMTI_RESOLVE_OBJECT(object, obj);
   VMTI_NOT_NULL(weak_ptr);
   *weak_ptr = e->tool->NewWeakRef(obj);
@@ -677,7 +700,7 @@ vmtiError DeleteWeakRef(vmtiEnv* env, vmtiWeak weak) {
 
 vmtiError GetObjectGeneration(vmtiEnv* env, vmtiObject object, vmtiGeneration* generation_ptr) {
   VMTI_ENTER(env, kLive, false);
-  VMTI_IN_VM();
+  VMTI_OBJECTS_STABLE();
   VMTI_RESOLVE_OBJECT(object, obj);
   VMTI_NOT_NULL(generation_ptr);
   *generation_ptr =
@@ -700,6 +723,7 @@ vmtiError GetSampleInfo(vmtiEnv* env, vmtiSampleInfo* info_ptr) {
 
 vmtiError ForceGarbageCollection(vmtiEnv* env) {
   VMTI_ENTER(env, kLive, false);
+  VMTI_NOT_IN_HEAP_CALLBACK();
   VMTI_IN_VM();
   if (!e->tool->ForceGarbageCollection()) return VMTI_ERROR_WRONG_PHASE;
   return VMTI_ERROR_NONE;
@@ -810,15 +834,31 @@ constexpr vmtiInterface_1 kTable = {
     &RawMonitorWait,
     &RawMonitorNotify,
     &RawMonitorNotifyAll,
+    // Heap walking (heap_walk.cc).
+    &FollowReferences,
+    &IterateThroughHeap,
+    &GetObjectsWithTags,
+    &GetFieldName,
+    &GetGlobalName,
+    &GetLocalName,
 };
 // Slots are ABI and the table only grows at its end: a function added to
 // vmti.h must be added here, last, and this count with it.
-constexpr size_t kSlots = 48;
+constexpr size_t kSlots = 54;
 static_assert(sizeof(vmtiInterface_1) == kSlots * sizeof(void*), "vmti.h and kTable disagree");
 
 }  // namespace
 
 const vmtiInterface_1& FunctionTable() { return kTable; }
+
+vmtiError EnterFunction(vmtiEnv* env, unsigned phases, bool restricted_ok, Environment** out) {
+  return Enter(env, phases, restricted_ok, out);
+}
+vmtiError CopyApiString(std::string_view s, char** out) { return CopyString(s, out); }
+const Function* ResolveMethodId(Environment* e, vmtiMethodID method) {
+  return ResolveMethod(e, method);
+}
+vmtiMethodID MethodIdOf(const Function* fn) { return MethodId(fn); }
 
 void RegisterEnvironment(Environment* env) {
   const int i = g_env_count.load(std::memory_order_relaxed);

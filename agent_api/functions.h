@@ -2,7 +2,13 @@
 #ifndef MINIVM_AGENT_API_FUNCTIONS_H_
 #define MINIVM_AGENT_API_FUNCTIONS_H_
 
+#include <string_view>
+
 #include "vmti/vmti.h"
+
+namespace minivm {
+struct Function;
+}
 
 namespace minivm::agent {
 
@@ -14,6 +20,17 @@ struct Environment;
 // that was never registered. At most 1024 environments per process.
 bool CanRegisterEnvironment();
 void RegisterEnvironment(Environment* env);
+
+// The entry checks and helpers of functions.cc, for the functions defined in
+// other files (heap_walk.cc). EnterFunction: the environment, the phase
+// (`phases` is a mask of vmtiPhase values) and, unless restricted_ok, not
+// inside GarbageCollectionStart/Finish.
+vmtiError EnterFunction(vmtiEnv* env, unsigned phases, bool restricted_ok, Environment** out);
+// Copies into memory the agent frees with Deallocate.
+vmtiError CopyApiString(std::string_view s, char** out);
+// The function a vmtiMethodID names, or null; and the reverse.
+const Function* ResolveMethodId(Environment* e, vmtiMethodID method);
+vmtiMethodID MethodIdOf(const Function* fn);
 
 }  // namespace minivm::agent
 

@@ -23,6 +23,27 @@ void TagMap::Set(gc::WeakTable& table, uint64_t epoch, int env_id, gc::Object* o
                  int64_t tag) {
   gc::MutexLock lock(&mu_);
   RebuildIndexLocked(table, epoch);
+  SetLocked(table, env_id, obj, tag);
+}
+
+absl::flat_hash_map<const gc::Object*, int64_t> TagMap::Snapshot(gc::WeakTable& table,
+                                                                 uint64_t epoch) {
+  gc::MutexLock lock(&mu_);
+  RebuildIndexLocked(table, epoch);
+  absl::flat_hash_map<const gc::Object*, int64_t> out;
+  out.reserve(index_.size());
+  for (const auto& [obj, record] : index_) out.emplace(obj, records_[record].tag);
+  return out;
+}
+
+void TagMap::SetAll(gc::WeakTable& table, uint64_t epoch, int env_id,
+                    const std::vector<std::pair<gc::Object*, int64_t>>& changes) {
+  gc::MutexLock lock(&mu_);
+  RebuildIndexLocked(table, epoch);
+  for (const auto& [obj, tag] : changes) SetLocked(table, env_id, obj, tag);
+}
+
+void TagMap::SetLocked(gc::WeakTable& table, int env_id, gc::Object* obj, int64_t tag) {
   auto it = index_.find(obj);
   if (it != index_.end()) {
     Record& rec = records_[it->second];
@@ -74,6 +95,14 @@ std::optional<int64_t> TagMap::OnDied(gc::WeakTable& table, uint64_t record) {
   // after every collection, and this record died in the latest one.
   index_epoch_ = ~uint64_t{0};
   return tag;
+}
+
+void TagMap::ForEach(gc::WeakTable& table, absl::FunctionRef<void(gc::Object*, int64_t)> fn) {
+  gc::MutexLock lock(&mu_);
+  for (const Record& rec : records_) {
+    if (!rec.in_use) continue;
+    if (gc::Object* obj = table.Get(rec.slot); obj != nullptr) fn(obj, rec.tag);
+  }
 }
 
 }  // namespace minivm::agent

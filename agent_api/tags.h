@@ -29,9 +29,11 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/container/flat_hash_map.h"
 #include "agent_api/check.h"
 #include "gc/sync.h"
@@ -62,6 +64,16 @@ class TagMap {
   std::optional<int64_t> OnPromoted(uint64_t record);
   std::optional<int64_t> OnDied(gc::WeakTable& table, uint64_t record);
 
+  // Calls fn(object, tag) for every tagged object still alive, in no
+  // particular order. fn must not call back into this map.
+  void ForEach(gc::WeakTable& table, absl::FunctionRef<void(gc::Object*, int64_t)> fn);
+  // For heap walks (heap_walk.cc), with the world stopped: every tagged
+  // object's tag by its current address, read under one lock; and a batch
+  // of changes written back under one lock (tag 0 removes).
+  absl::flat_hash_map<const gc::Object*, int64_t> Snapshot(gc::WeakTable& table, uint64_t epoch);
+  void SetAll(gc::WeakTable& table, uint64_t epoch, int env_id,
+              const std::vector<std::pair<gc::Object*, int64_t>>& changes);
+
 
  private:
   struct Record {
@@ -71,6 +83,8 @@ class TagMap {
     bool promoted = false;
   };
   void RebuildIndexLocked(gc::WeakTable& table, uint64_t epoch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetLocked(gc::WeakTable& table, int env_id, gc::Object* obj, int64_t tag)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   gc::Mutex mu_;

@@ -24,6 +24,16 @@ SafepointStateScope::~SafepointStateScope() {
   if (m_ != nullptr) m_->heap->SetSafepointState(m_, saved_);
 }
 
+ObjectAccessScope::ObjectAccessScope(gc::Heap* heap) {
+  if (AttachedMutator() != nullptr || heap->SafepointOwnedByCallingThread()) return;
+  ok_ = heap->StopWorld();
+  if (ok_) stopped_ = heap;
+}
+
+ObjectAccessScope::~ObjectAccessScope() {
+  if (stopped_ != nullptr) stopped_->ResumeWorld();
+}
+
 bool InVmState() {
   gc::Mutator* m = AttachedMutator();
   return m == nullptr || gc::SafepointManager::StateOfSelf(m) == gc::SafepointState::kRunning;

@@ -29,6 +29,7 @@
 #ifndef MINIVM_AGENT_API_THREAD_STATES_H_
 #define MINIVM_AGENT_API_THREAD_STATES_H_
 
+#include "gc/heap.h"
 #include "gc/mutator.h"
 #include "gc/safepoint.h"
 
@@ -59,6 +60,28 @@ class NativeScope : public SafepointStateScope {
 class VmScope : public SafepointStateScope {
  public:
   VmScope() : SafepointStateScope(gc::SafepointState::kRunning) {}
+};
+
+// Around a VMTI function that reads objects through vmtiObject handles
+// (rule 2), on any thread. On an attached VM thread it is a VmScope. Any
+// other thread (an agent thread, an agent's pthread using the results of
+// GetObjectsWithTags) is not a mutator, so no safepoint waits for it: it
+// stops the world for the scope instead, unless it owns the safepoint
+// already (a heap walk's callback). ok() is false when the world is stopped
+// for good by another thread (VM death): the function must then return
+// VMTI_ERROR_WRONG_PHASE without touching objects.
+class ObjectAccessScope {
+ public:
+  explicit ObjectAccessScope(gc::Heap* heap);
+  ~ObjectAccessScope();
+  ObjectAccessScope(const ObjectAccessScope&) = delete;
+  ObjectAccessScope& operator=(const ObjectAccessScope&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  VmScope in_vm_;               // a no-op on threads that are not attached
+  gc::Heap* stopped_ = nullptr;  // the heap whose world this scope stopped
+  bool ok_ = true;
 };
 
 // Around a wait that must not hold up a safepoint (rule 4): raw monitor

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "agent_api/functions.h"
 #include "agent_api/raw_monitors.h"
@@ -48,9 +49,53 @@ vmtiError VmGetEnv(vmtiVM* vm, void** penv, vmtiInt version) {
 
 vmtiThread AsHandle(VMThread* t) { return reinterpret_cast<vmtiThread>(t); }
 
+// Every live HeldBatch of every thread (tool_interface.h, design point 8).
+// Never destroyed: threads' state may be torn down after static destructors.
+struct HeldRegistry {
+  gc::Mutex mu;
+  absl::flat_hash_set<AgentThreadState::HeldBatch*> batches ABSL_GUARDED_BY(mu);
+};
+HeldRegistry& Held() {
+  static HeldRegistry* const registry = new HeldRegistry;
+  return *registry;
+}
+
 }  // namespace
 
 AgentThreadState& CurrentAgentThreadState() { return tls_state; }
+
+AgentThreadState::~AgentThreadState() { ReleaseHeldBatches(*this, 0); }
+
+void RegisterHeldBatch(AgentThreadState::HeldBatch* batch) {
+  gc::MutexLock lock(&Held().mu);
+  Held().batches.insert(batch);
+}
+
+void UnregisterHeldBatch(AgentThreadState::HeldBatch* batch) {
+  gc::MutexLock lock(&Held().mu);
+  Held().batches.erase(batch);
+}
+
+void ReleaseHeldBatches(AgentThreadState& ts, int callback_depth) {
+  std::erase_if(ts.held, [&](const std::unique_ptr<AgentThreadState::HeldBatch>& b) {
+    if (b->callback_depth < callback_depth) return false;
+    UnregisterHeldBatch(b.get());
+    return true;
+  });
+}
+
+void ToolInterface::VisitToolRoots(gc::RootVisitor& visitor) {
+  // Inside a pause: no mutator holds the lock (none polls while holding it),
+  // and an agent's own thread holds it only briefly.
+  gc::MutexLock lock(&Held().mu);
+  for (AgentThreadState::HeldBatch* b : Held().batches) {
+    visitor.VisitRoots(b->slots.data(), b->slots.data() + b->slots.size());
+  }
+}
+
+uint64_t ToolInterface::NewHandleTokens(uint64_t n) {
+  return g_next_handle_token.fetch_add(n, std::memory_order_relaxed);
+}
 
 gc::Mutator* RequesterMutator() {
   VMThread* t = tls_state.thread;
@@ -187,6 +232,12 @@ gc::Object* ToolInterface::ResolveObject(vmtiObject handle) {
   for (const AgentThreadState::Handle& h : ts.handles) {
     if (h.token == token) return h.slot->IsRef() ? h.slot->AsRef() : nullptr;
   }
+  for (const auto& b : ts.held) {
+    if (token - b->first_token < b->slots.size()) {
+      const gc::Value v = b->slots[token - b->first_token];
+      return v.IsRef() ? v.AsRef() : nullptr;
+    }
+  }
   return nullptr;
 }
 
@@ -238,6 +289,7 @@ void ToolInterface::OnVMInit(VMThread* main) {
   for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
     Environment* env = EnvironmentAt(i);
     if (!env->ShouldPost(VMTI_EVENT_VM_INIT, main)) continue;
+    CallbackScope scope(CurrentAgentThreadState());
     if (auto cb = env->Callbacks().VMInit) {
       NativeScope native;
       cb(env->AsVmti(), AsHandle(main));
@@ -259,6 +311,7 @@ void ToolInterface::OnVMDeath(VMThread* current) {
   for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
     Environment* env = EnvironmentAt(i);
     if (!env->ShouldPost(VMTI_EVENT_VM_DEATH, current)) continue;
+    CallbackScope scope(CurrentAgentThreadState());
     if (auto cb = env->Callbacks().VMDeath) cb(env->AsVmti());
   }
   phase_.store(VMTI_PHASE_DEAD, std::memory_order_release);
@@ -272,6 +325,7 @@ void ToolInterface::OnThreadStart(VMThread* thread) {
   for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
     Environment* env = EnvironmentAt(i);
     if (!env->ShouldPost(VMTI_EVENT_THREAD_START, thread)) continue;
+    CallbackScope scope(CurrentAgentThreadState());
     if (auto cb = env->Callbacks().ThreadStart) {
       NativeScope native;
       cb(env->AsVmti(), AsHandle(thread));
@@ -284,6 +338,7 @@ void ToolInterface::OnThreadEnd(VMThread* thread) {
     for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
       Environment* env = EnvironmentAt(i);
       if (!env->ShouldPost(VMTI_EVENT_THREAD_END, thread)) continue;
+      CallbackScope scope(CurrentAgentThreadState());
       if (auto cb = env->Callbacks().ThreadEnd) {
         NativeScope native;
         cb(env->AsVmti(), AsHandle(thread));
@@ -320,6 +375,7 @@ void ToolInterface::OnSampledAllocation(gc::Mutator* m, gc::Value* object_root,
     const gc::Object* obj = object_root->AsRef();
     const auto klass = reinterpret_cast<vmtiClass>(const_cast<gc::ClassLayout*>(obj->klass));
     const auto size = static_cast<vmtiLong>(obj->Size());
+    CallbackScope callback_scope(ts);
     NativeScope native;
     cb(env->AsVmti(), AsHandle(thread), scope.handle(), klass, size);
   }
@@ -385,6 +441,7 @@ void ToolInterface::DeliverWeakEvent(const gc::WeakEvent& e) {
     std::optional<int64_t> tag = env->tags.OnPromoted(record);
     if (!tag || !live) return;
     if (!env->ShouldPost(VMTI_EVENT_OBJECT_PROMOTE, thread)) return;
+    CallbackScope scope(CurrentAgentThreadState());
     if (auto cb = env->Callbacks().ObjectPromote) {
       NativeScope native;
       cb(env->AsVmti(), *tag);
@@ -393,6 +450,7 @@ void ToolInterface::DeliverWeakEvent(const gc::WeakEvent& e) {
     std::optional<int64_t> tag = env->tags.OnDied(weak_table(), record);
     if (!tag || !live) return;
     if (!env->ShouldPost(VMTI_EVENT_OBJECT_FREE, thread)) return;
+    CallbackScope scope(CurrentAgentThreadState());
     if (auto cb = env->Callbacks().ObjectFree) {
       NativeScope native;
       cb(env->AsVmti(), *tag);

@@ -47,6 +47,13 @@
 //    made as a non-mutator's (RequesterMutator). Once VM death begins no
 //    event is posted from any thread but the dying one (EventsStoppedHere),
 //    and their RawMonitorWaits are interrupted (raw_monitors.h).
+// 8. Held objects. GetObjectsWithTags returns handles that outlive one
+//    call: until the calling callback returns, or, on an agent's own thread,
+//    until the next VMTI call returns. Their slots are gathered with the
+//    world stopped and live in per-thread batches registered process-wide;
+//    the VM visits them with its global roots (VisitToolRoots), so they are
+//    updated when objects move. Tokens come from the same never-reused
+//    counter as callback handles.
 #ifndef MINIVM_AGENT_API_TOOL_INTERFACE_H_
 #define MINIVM_AGENT_API_TOOL_INTERFACE_H_
 
@@ -55,6 +62,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -85,12 +93,66 @@ struct AgentThreadState {
   const gc::SampleDecision* sample = nullptr;  // inside SampledObjectAlloc
   gc::Generation sample_generation = gc::Generation::kYoung;
   int restricted_depth = 0;          // inside GarbageCollectionStart/Finish
+  int heap_callback_depth = 0;       // inside a heap walk's callback (heap_walk.cc)
+  int callback_depth = 0;            // inside an event callback (CallbackScope)
+
+  // Objects GetObjectsWithTags returned (design point 8): tokens
+  // [first_token, first_token + slots.size()) name slots[i]. The slots are
+  // roots (ToolInterface::VisitToolRoots) while the batch lives.
+  struct HeldBatch {
+    uint64_t first_token = 0;
+    std::vector<gc::Value> slots;
+    int callback_depth = 0;  // the depth it was made at
+    int calls_seen = 0;      // later calls at depth 0 (agent threads)
+  };
+  std::vector<std::unique_ptr<HeldBatch>> held;
+
+  AgentThreadState() = default;
+  AgentThreadState(const AgentThreadState&) = delete;
+  AgentThreadState& operator=(const AgentThreadState&) = delete;
+  ~AgentThreadState();  // releases what is still held
 };
 AgentThreadState& CurrentAgentThreadState();
 // The calling thread's mutator if it is a VM thread attached to the heap,
 // else null (agent threads and native threads; design point 7): the
 // requester to name in heap calls that may start a safepoint.
 gc::Mutator* RequesterMutator();
+
+// Held batches, process-wide, so a collection can visit them as roots.
+void RegisterHeldBatch(AgentThreadState::HeldBatch* batch);
+void UnregisterHeldBatch(AgentThreadState::HeldBatch* batch);
+// Releases this thread's batches made at `callback_depth` or deeper.
+void ReleaseHeldBatches(AgentThreadState& ts, int callback_depth);
+// At the entry of every VMTI call: on a thread outside any callback (an
+// agent's own thread), a batch stays valid until the call after the one
+// that made it returns, and is released when the next one starts.
+inline void AgeHeldBatches(AgentThreadState& ts) {
+  if (ts.held.empty() || ts.callback_depth > 0) return;
+  bool release = false;
+  for (auto& b : ts.held) release |= ++b->calls_seen >= 2;
+  if (release) {
+    std::erase_if(ts.held, [](const std::unique_ptr<AgentThreadState::HeldBatch>& b) {
+      if (b->calls_seen < 2) return false;
+      UnregisterHeldBatch(b.get());
+      return true;
+    });
+  }
+}
+// Marks the extent of one event callback: batches made inside it are
+// released when it returns.
+class CallbackScope {
+ public:
+  explicit CallbackScope(AgentThreadState& ts) : ts_(ts) { ++ts_.callback_depth; }
+  ~CallbackScope() {
+    ReleaseHeldBatches(ts_, ts_.callback_depth);
+    --ts_.callback_depth;
+  }
+  CallbackScope(const CallbackScope&) = delete;
+  CallbackScope& operator=(const CallbackScope&) = delete;
+
+ private:
+  AgentThreadState& ts_;
+};
 
 class ToolInterface final : public ToolHooks,
                             public gc::SampleObserver,
@@ -148,6 +210,9 @@ class ToolInterface final : public ToolHooks,
   void OnVMDeath(VMThread* current) override;
   void OnThreadStart(VMThread* thread) override;
   void OnThreadEnd(VMThread* thread) override;
+  void VisitToolRoots(gc::RootVisitor& visitor) override;
+  // A fresh range of `n` never-used handle tokens; returns the first.
+  static uint64_t NewHandleTokens(uint64_t n);
 
   // gc::SampleObserver.
   bool SamplingEnabledFor(gc::Mutator* m) override;

@@ -59,6 +59,7 @@ void GenerationalHeap::VisitAllRoots(RootVisitor& visitor) {
   vm_->VisitGlobalRoots(visitor);
   for (Mutator* m : safepoints_.mutators()) {
     vm_->VisitMutatorRoots(m, visitor);
+    if (visitor.WantsRootInfo()) visitor.SetRootInfo(RootInfo{});
     visitor.VisitRoot(&MutatorData::Of(m)->sample_root);  // a sample being reported
     // An allocation whose collections' events are being delivered (heap.cc).
     visitor.VisitRoot(&MutatorData::Of(m)->deferred_root);
@@ -214,6 +215,20 @@ void GenerationalHeap::RunAtSafepoint(Mutator* requester, absl::FunctionRef<void
   }
   for (Mutator* m : safepoints_.mutators()) fn(m);
   safepoints_.End(requester);
+}
+
+bool GenerationalHeap::StopWorld() {
+  if (safepoints_.OwnedByCallingThread()) return false;
+  while (!safepoints_.Begin(nullptr)) {
+    if (safepoints_.stopped_for_good()) return false;
+  }
+  return true;
+}
+
+void GenerationalHeap::ResumeWorld() { safepoints_.End(nullptr); }
+
+bool GenerationalHeap::SafepointOwnedByCallingThread() const {
+  return safepoints_.OwnedByCallingThread();
 }
 
 void GenerationalHeap::VerifyNow(Mutator* requester) {

@@ -54,6 +54,11 @@ class GenerationalHeap final : public Heap {
   }
   HeapStats Stats() const override;
   void RunAtSafepoint(Mutator* requester, absl::FunctionRef<void(Mutator*)> fn) override;
+  bool StopWorld() override;
+  void ResumeWorld() override;
+  bool SafepointOwnedByCallingThread() const override;
+  std::optional<HeapWalkStats> WalkHeap(Mutator* requester, const Value* start_slot,
+                                        HeapWalkVisitor& visitor) override;  // heap_walker.cc
   WeakTable& weak_table() override { return weak_; }
   void SetWeakObserver(WeakObserver* observer) override;
   void SetSampleObserver(SampleObserver* observer) override {

@@ -16,11 +16,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "absl/base/optimization.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "gc/gc_observer.h"
+#include "gc/heap_walker.h"
 #include "gc/mutator.h"
 #include "gc/safepoint.h"
 #include "gc/object.h"
@@ -132,6 +134,27 @@ class Heap {
   // thread's mutator, or null when the caller is not a mutator.
   virtual void RunAtSafepoint(Mutator* requester,
                               absl::FunctionRef<void(Mutator*)> fn) = 0;
+
+  // For a thread that is not a mutator (an agent's own thread) and must read
+  // objects: stops the world until ResumeWorld, since nothing else keeps a
+  // collection from moving them meanwhile. Returns false, with nothing to
+  // resume, when the world is stopped for good by another thread (VM death),
+  // or when the calling thread owns the safepoint already (a heap walk's
+  // callback: check SafepointOwnedByCallingThread first, the world is
+  // stopped then and nothing needs doing).
+  virtual bool StopWorld() = 0;
+  virtual void ResumeWorld() = 0;
+  // True while the calling thread owns the active safepoint.
+  virtual bool SafepointOwnedByCallingThread() const = 0;
+
+  // Stops the world and walks the object graph breadth-first on the
+  // requester's thread (gc/heap_walker.h): from every root when start_slot
+  // is null, else from the object in *start_slot (a root slot, read inside
+  // the pause; an empty walk if it holds no reference). nullopt when no walk
+  // ran: the world is stopped for good (VM death) by another thread. The
+  // visitor must not allocate on the heap, collect or wait for a safepoint.
+  virtual std::optional<HeapWalkStats> WalkHeap(Mutator* requester, const Value* start_slot,
+                                                HeapWalkVisitor& visitor) = 0;
 
   // Weakly held slots (gc/weak_table.h). The observer, if any, receives the
   // events of every collection after its pause; null stops reporting.

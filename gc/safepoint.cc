@@ -98,6 +98,11 @@ void SafepointManager::BeginPermanent(Mutator* requester) {
   while (!OthersStoppedLocked()) cv_.Wait(&mu_);
 }
 
+bool SafepointManager::OwnedByCallingThread() const {
+  MutexLock lock(&mu_);
+  return active_ && owner_thread_ == std::this_thread::get_id();
+}
+
 bool SafepointManager::stopped_for_good() const {
   MutexLock lock(&mu_);
   return permanent_;

@@ -89,6 +89,9 @@ class SafepointManager {
   // True once BeginPermanent ran: Begin by anyone but its owner fails (a
   // mutator parks for good; a non-mutator returns false at once).
   bool stopped_for_good() const;
+  // True while the calling OS thread owns the active safepoint (it runs a
+  // pause's or a heap walk's callbacks): it must not Begin again.
+  bool OwnedByCallingThread() const;
 
   void Poll(Mutator* m);
   // Called by m's own thread. Moves m to `to` (kRunning, kNative or

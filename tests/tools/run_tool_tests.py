@@ -718,7 +718,8 @@ def fake_three_agents_together():
 BAD = {
     "heapprof": ["interval=abc", "interval=-5", "format=svg", "http=70000", "depth=0",
                  "threads=main+++x", "dump_every=0", "bogus=1", "space=x", "top=-1"],
-    "leakcheck": ["interval=1q", "every=-1", "confidence=2", "depth=x", "gc_every=1x", "nope"],
+    "leakcheck": ["interval=1q", "every=-1", "confidence=2", "depth=x", "gc_every=1x", "nope",
+                  "paths=maybe", "path_objects=0", "path_seconds=x"],
     "lifetimes": ["interval=", "top=0", "trace=", "x=1"],
 }
 
@@ -2335,6 +2336,175 @@ def vm_lifetimes_json_awkward_file_name():
     check(sites and all(s.startswith("make " + want) for s in sites), f"{sites}")
     check(events[-1]["ev"] == "end", "a complete trace")
 
+
+
+# ---- leakcheck: paths to GC roots (docs/tools.md, "Why is it still alive") -----------------
+
+RETAINED = re.compile(r"^leakcheck:     retained by: (.*)$", re.M)
+PATHS_LINE = re.compile(r"^leakcheck:     paths to GC roots: ([\d,]+) objects visited in a pause "
+                        r"of ([\d.]+) ms(, cut off)? \(budget ([\d,]+) objects, ([\d.]+) s\)$", re.M)
+
+
+def leak_sites_with_paths(stderr):
+    """(site line, retained-by text) for every reported site, in order."""
+    out = []
+    lines = stderr.splitlines()
+    for i, line in enumerate(lines):
+        if not line.startswith("leakcheck: LEAK? "):
+            continue
+        path = None
+        for follow in lines[i + 1:]:
+            if follow.startswith("leakcheck: LEAK? "):
+                break
+            m = RETAINED.match(follow)
+            if m:
+                path = m.group(1)
+                break
+        out.append((line, path))
+    return out
+
+
+@test
+def vm_leakcheck_paths_leaky_cache():
+    """The true retention path of leaky_cache.mv's leak at every seed: every
+    reported site is retained through the global cache, its bucket array and
+    entries, and the Entry site's own objects through the bucket array (and
+    maybe Entry.next links, folded)."""
+    need_vm()
+    prog = os.path.join(ROOT, "examples", "programs", "leaky_cache.mv")
+    entry = re.compile(r"^global cache -> Cache\.buckets -> Array\[\d+\] -> "
+                       r"(Entry\.next( x [\d,]+)? -> )?Entry \(allocated at remember "
+                       r"\S*leaky_cache\.mv:69\)$")
+    # Four seeds; the Release build's --full-sweep runs twenty.
+    for seed in range(1, 21) if C.full_sweep else (1, 2, 3, 4):
+        r = vm(["--verbose:gc", agent("leakcheck", "interval=16k"), prog, "60000"], seed=seed,
+               opts=SMALL_YOUNG)
+        check(r.returncode == 0, f"--seed={seed}: {r.stderr[-3000:]}")
+        sites = leak_sites_with_paths(r.stderr)
+        check(sites, f"--seed={seed}: no site reported\n{r.stderr[-3000:]}")
+        for site, path in sites:
+            check(path is not None and path.startswith(
+                "global cache -> Cache.buckets -> Array["),
+                f"--seed={seed}: {site}: retained by {path!r}")
+            if "LEAK? remember " in site:
+                check(entry.match(path), f"--seed={seed}: Entry path {path!r}")
+        m = PATHS_LINE.search(r.stderr)
+        check(m and m.group(3) is None, f"--seed={seed}: no pause line:\n{r.stderr[-2000:]}")
+        # The VM logs the search's walks as pauses (--verbose:gc).
+        check(re.search(r"^\[gc\] heap walk \(from the roots\) \d+ roots, \d+ objects, "
+                        r"\d+ references(, aborted)? [\d.]+ms$", r.stderr, re.M),
+              f"--seed={seed}: no heap walk line in the gc log")
+
+
+@test
+def vm_leakcheck_paths_thread_local():
+    """A leak held only by a thread's local variable: the path names the
+    thread, the function (with its line) and the local."""
+    need_vm()
+    prog = os.path.join(HERE, "leak_local.mv")
+    for seed in (1, 2):
+        r = vm([agent("leakcheck", "interval=32k"), prog, "40000"], seed=seed, opts=SMALL_YOUNG)
+        check(r.returncode == 0, r.stderr[-3000:])
+        sites = leak_sites_with_paths(r.stderr)
+        hoarded = [(s, p) for s, p in sites if re.search(r"LEAK\? hoard \S*leak_local\.mv:16 ", s)]
+        check(hoarded, f"--seed={seed}: the hoard sites not reported:\n{r.stderr[-3000:]}")
+        for site, path in hoarded:
+            check(path is not None and re.match(
+                # Line 22 or 23: the VM may end before thread-1 reaches its spin.
+                r"^local kept of hoard \(leak_local\.mv:2[23]\) on thread thread-1 -> "
+                r"(Item\.next( x [\d,]+)? -> )?(Item|Item\.payload -> Bytes) \(allocated at "
+                r"hoard \S*leak_local\.mv:16\)$", path), f"--seed={seed}: {site}: path {path!r}")
+
+
+@test
+def vm_leakcheck_paths_budget_and_off():
+    """Beyond the budget the path is reported as cut off (and the pause
+    still stated); paths=off prints none."""
+    need_vm()
+    prog = os.path.join(ROOT, "examples", "programs", "leaky_cache.mv")
+    r = vm([agent("leakcheck", "interval=16k,path_objects=3"), prog, "60000"], seed=1,
+           opts=SMALL_YOUNG)
+    check(r.returncode == 0, r.stderr[-3000:])
+    sites = leak_sites_with_paths(r.stderr)
+    check(sites and all(p == "not found within the search budget (cut off)" for _, p in sites),
+          f"path_objects=3: {sites}")
+    m = PATHS_LINE.search(r.stderr)
+    check(m and m.group(1) == "3" and m.group(3) == ", cut off" and m.group(4) == "3",
+          f"path_objects=3: pause line:\n{r.stderr[-2000:]}")
+    r = vm([agent("leakcheck", "interval=16k,paths=off"), prog, "60000"], seed=1,
+           opts=SMALL_YOUNG)
+    check(r.returncode == 0 and "LEAK? " in r.stderr, r.stderr[-3000:])
+    check("retained by" not in r.stderr and "paths to GC roots" not in r.stderr, r.stderr[-3000:])
+
+
+# ---- heapprof: the class histogram (jmap -histo:live) -------------------------------------
+
+@test
+def vm_heapprof_class_histogram():
+    """histo=all: the live objects and bytes per class agree exactly with the
+    counts tests/tools/histo.mv makes itself (objects held by globals, a
+    list, a thread's result; garbage not counted), in both tiers; histo=2
+    keeps the two largest classes; a bad value is one clear error."""
+    need_vm()
+    prog = os.path.join(HERE, "histo.mv")
+    row = re.compile(r"^heapprof: +\d+: +([\d,]+) +([\d,]+)  (\S+)$", re.M)
+    for opts in ([], ["--jit=eager"]):
+        r = vm([*opts, "--verbose:gc", agent("heapprof", "histo=all,file="), prog, "3"], seed=1)
+        check(r.returncode == 0, r.stderr[-2000:])
+        want = {l.split()[0]: (int(l.split()[1]), int(l.split()[2]))
+                for l in r.stdout.splitlines() if l.split()[0] in ("Leaf", "Pair", "Wide")}
+        got = {m.group(3): (int(m.group(1).replace(",", "")), int(m.group(2).replace(",", "")))
+               for m in row.finditer(r.stderr)}
+        check(len(want) == 3, r.stdout)
+        for cls, counts in want.items():
+            check(got.get(cls) == counts, f"{opts} {cls}: histogram {got.get(cls)}, program {counts}")
+        check("class histogram (live objects, exact" in r.stderr, r.stderr[-2000:])
+        check(re.search(r"^\[gc\] heap walk \(from the roots\)", r.stderr, re.M),
+              "the histogram's walk is logged as a pause")
+    r = vm([agent("heapprof", "histo=2,file="), prog], seed=1)
+    check(r.returncode == 0, r.stderr[-2000:])
+    check(len(row.findall(r.stderr)) == 2, r.stderr[-2000:])
+    check_bad(lambda a: [C.minivm, a, prog], "heapprof", "histo=x")
+
+
+# ---- heapprof: retention labels (retained=N) -----------------------------------------------
+
+@test
+def vm_heapprof_retained_labels():
+    """retained=3: the final profile's live samples of the top sites carry
+    the labels root and retained_by, which the real `go tool pprof` reads:
+    -tags lists them, and -tagfocus=root=global cache selects exactly the
+    in-use space retained through leaky_cache.mv's global cache (all of the
+    labelled space: nothing else holds those sites' objects)."""
+    need_vm()
+    need_go()
+    prog = os.path.join(ROOT, "examples", "programs", "leaky_cache.mv")
+    out = fresh("retained.pb.gz")
+    r = vm([agent("heapprof", f"retained=3,interval=16k,file={out}"), prog, "60000"], seed=1)
+    check(r.returncode == 0, r.stderr[-2000:])
+    m = re.search(r"^heapprof: retention labels \(root, retained_by\) on (\d+) of (\d+) live "
+                  r"samples of the top (\d+) sites; paths to GC roots: [\d,]+ objects visited in a "
+                  r"pause of [\d.]+ ms$", r.stderr, re.M)
+    check(m and int(m.group(1)) > 0 and m.group(1) == m.group(2) and m.group(3) == "3",
+          r.stderr[-2000:])
+    tags = pprof(["-tags", out])
+    check(re.search(r"^ root: Total", tags, re.M) and "global cache" in tags, tags)
+    by = re.findall(r"\): (global cache -> Cache\.buckets -> Array\[\] -> .*)$", tags, re.M)
+    check(by, f"retained_by values:\n{tags}")
+
+    def total(args):
+        top = pprof(["-top", "-sample_index=inuse_space", *args, out])
+        m = re.search(r"Showing nodes accounting for ([\d.]+)(k?B|MB|GB), ([\d.]+)% of ([\d.]+)"
+                      r"(k?B|MB|GB) total", top)
+        check(m, top)
+        return float(m.group(3))
+
+    focused = total(["-tagfocus=root=global cache"])
+    labelled = total(["-tagfocus=retained_by=global cache"])
+    check(0 < focused < 100 and focused == labelled, f"focused {focused}%, labelled {labelled}%")
+    ignored = total(["-tagignore=root=global cache"])
+    check(abs(ignored - (100 - focused)) < 0.1, f"focus {focused}% + ignore {ignored}%")
+    check_bad(lambda a: [C.minivm, a, prog], "heapprof", "retained=x")
 
 
 # ---- driver ------------------------------------------------------------------------------

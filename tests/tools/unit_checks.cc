@@ -13,6 +13,7 @@
 #include "../../examples/agents/common/options.h"
 #include "../../examples/agents/common/output.h"
 #include "../../examples/agents/common/pprof.h"
+#include "../../examples/agents/common/retention.h"
 #include "../../examples/agents/heapprof/heap_profile.h"
 #include "../../examples/agents/heapprof/heap_text.h"
 #include "../../examples/agents/heapprof/pprof_http.h"
@@ -216,7 +217,7 @@ struct TinyProfile {
 };
 
 heapprof::Row MakeRow(heapprof::SiteKey k, double ao, double ab, double io, double ib) {
-  heapprof::Row r{k, heapprof::Totals()};
+  heapprof::Row r{k, heapprof::Totals(), {}, {}};
   r.totals.alloc_objects = ao;
   r.totals.alloc_bytes = ab;
   r.totals.inuse_objects = io;
@@ -435,9 +436,32 @@ void Endpoints() {
 }
 }  // namespace
 
+// Paths to GC roots as leakcheck prints them: repeated links between the
+// root and the target fold, the root and the target never do.
+void RetentionText() {
+  agent::RetentionPath p;
+  p.status = agent::RetentionPath::Status::kFound;
+  p.links = {"global cache", "Cache.buckets", "Array[7]"};
+  for (int i = 0; i < 66531; i++) p.links.push_back("Entry.next");
+  p.links.push_back("Entry");
+  CHECK(p.Text() == "global cache -> Cache.buckets -> Array[7] -> Entry.next x 66,531 -> Entry");
+  CHECK(p.Prefix(3) == "global cache -> Cache.buckets -> Array[] -> Entry.next");
+  p.links = {"global head", "Node.next", "Node"};
+  CHECK(p.Text() == "global head -> Node.next -> Node");
+  p.links = {"global a", "Node"};
+  CHECK(p.Text() == "global a -> Node" && p.Prefix(3) == "global a -> Node");
+  p.links = {"local x of f (a.mv:3) on thread main", "Node.next", "Node.next", "Node"};
+  CHECK(p.Text() == "local x of f (a.mv:3) on thread main -> Node.next x 2 -> Node");
+  p.status = agent::RetentionPath::Status::kCutOff;
+  CHECK(p.Text() == "not found within the search budget (cut off)" && p.Prefix(3).empty());
+  CHECK(agent::WithCommas(0) == "0" && agent::WithCommas(999) == "999" &&
+        agent::WithCommas(1000) == "1,000" && agent::WithCommas(-1234567) == "-1,234,567");
+}
+
 int main() {
   Options();
   OptionParserChecks();
+  RetentionText();
   Paths();
   Proto();
   Aggregation();

@@ -92,6 +92,10 @@ struct Function {
   uint16_t arity = 0;
   uint16_t num_locals = 0;   // parameters included
   uint16_t max_stack = 0;    // deepest operand stack the code reaches
+  // Per local slot, the names declared in it ("/"-joined, in declaration
+  // order, when sibling scopes reuse the slot); shorter than num_locals only
+  // for functions not built by the compiler. Only tools read it.
+  std::vector<std::string> local_names;
   int line = 0;              // of the `fn` keyword
   std::vector<uint8_t> code;
   LineTable lines;

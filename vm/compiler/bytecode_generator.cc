@@ -5,11 +5,13 @@
 #include <optional>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "vm/bytecode/builtins.h"
 #include "vm/compiler/emitter.h"
 
@@ -218,6 +220,14 @@ int BytecodeGenerator::DeclareLocal(const std::string& name, Pos pos) {
                             kMaxLocals, ")"));
   }
   it->second.push_back(Local{slot, scope});
+  // For tools (VMTI GetLocalName): every name a slot holds in the function.
+  if (slot < kMaxLocals) {
+    if (fn_->local_names.size() <= static_cast<size_t>(slot)) fn_->local_names.resize(slot + 1);
+    std::string& names = fn_->local_names[slot];
+    if (!absl::c_linear_search(absl::StrSplit(names, '/'), name)) {
+      names = names.empty() ? name : absl::StrCat(names, "/", name);
+    }
+  }
   // `name` is the AST's string, which outlives this compiler.
   scopes_.back().push_back(&name);
   return slot;

@@ -4,6 +4,8 @@
 #ifndef MINIVM_VM_RUNTIME_TOOL_HOOKS_H_
 #define MINIVM_VM_RUNTIME_TOOL_HOOKS_H_
 
+#include "gc/vm_interface.h"
+
 namespace minivm {
 
 struct VMThread;
@@ -21,6 +23,9 @@ class ToolHooks {
   virtual void OnThreadStart(VMThread* thread) = 0;
   // On a spawned thread, after its function returned, still attached.
   virtual void OnThreadEnd(VMThread* thread) = 0;
+  // Root slots the tool holds (objects it handed to an agent for longer
+  // than one callback), visited with the VM's global roots inside a pause.
+  virtual void VisitToolRoots(gc::RootVisitor& /*visitor*/) {}
 };
 
 }  // namespace minivm

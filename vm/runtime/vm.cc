@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <system_error>
 #include <utility>
@@ -308,18 +309,48 @@ size_t VM::thread_count() const {
 }
 
 void VM::VisitGlobalRoots(gc::RootVisitor& visitor) {
+  const bool info = visitor.WantsRootInfo();
+  if (info) visitor.SetRootInfo({.kind = gc::RootKind::kGlobal, .index = 0});
   visitor.VisitRoots(globals_.data(), globals_.data() + globals_.size());
+  if (info) visitor.SetRootInfo(gc::RootInfo{});  // kOther from here on
   visitor.VisitRoots(string_constants_.data(), string_constants_.data() + string_constants_.size());
-  std::lock_guard<std::mutex> lock(threads_mu_);
-  for (auto& t : threads_) {
-    visitor.VisitRoots(t->start_args.data(), t->start_args.data() + t->start_args.size());
-    visitor.VisitRoot(&t->result);
+  {
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    for (auto& t : threads_) {
+      visitor.VisitRoots(t->start_args.data(), t->start_args.data() + t->start_args.size());
+      visitor.VisitRoot(&t->result);
+    }
   }
+  if (hooks_ != nullptr) hooks_->VisitToolRoots(visitor);
 }
 
 void VM::VisitMutatorRoots(gc::Mutator* mutator, gc::RootVisitor& visitor) {
   VMThread* t = VMThread::FromMutator(mutator);
-  visitor.VisitRoots(t->stack_begin, t->sp);
+  if (!visitor.WantsRootInfo()) {
+    visitor.VisitRoots(t->stack_begin, t->sp);
+    return;
+  }
+  // One range per frame, outermost first: frame f owns [f->base, the next
+  // frame's base) and the innermost frame owns up to sp. Slots below the
+  // outermost frame (none today) are reported as kOther.
+  gc::Value* low = t->stack_begin;
+  if (t->fp >= t->frames_begin) {
+    visitor.SetRootInfo(gc::RootInfo{});
+    visitor.VisitRoots(low, std::min(t->frames_begin->base, t->sp));
+    for (const Frame* f = t->frames_begin; f <= t->fp; ++f) {
+      gc::Value* const end = f < t->fp ? f[1].base : t->sp;
+      visitor.SetRootInfo({.kind = gc::RootKind::kStackSlot,
+                           .thread = t,
+                           .depth = static_cast<int32_t>(t->fp - f),
+                           .method = f->fn,
+                           .location = f->pc != nullptr ? f->pc - f->fn->code.data() : 0,
+                           .slot = 0});
+      if (f->base < end) visitor.VisitRoots(f->base, end);
+    }
+    return;
+  }
+  visitor.SetRootInfo(gc::RootInfo{});
+  visitor.VisitRoots(low, t->sp);
 }
 
 bool VM::Spawn(VMThread* t, const Function* fn, gc::Value* args, int argc, gc::Value* result) {

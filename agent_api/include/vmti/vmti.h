@@ -151,6 +151,56 @@ typedef struct {
   unsigned int reserved[3]; /* room to grow; must be zero */
 } vmtiCapabilities;
 
+/* ---- Heap walking (FollowReferences, IterateThroughHeap) -------------- */
+
+/* What refers to an object, in heap_reference_callback (JVMTI's numbers). */
+typedef enum {
+  VMTI_HEAP_REFERENCE_FIELD = 2,          /* index = field index */
+  VMTI_HEAP_REFERENCE_ARRAY_ELEMENT = 3,  /* index = element index */
+  VMTI_HEAP_REFERENCE_GLOBAL = 21,        /* index = global variable index */
+  VMTI_HEAP_REFERENCE_STACK_LOCAL = 25,   /* stack_local filled in */
+  VMTI_HEAP_REFERENCE_OTHER = 27          /* any other root the VM holds */
+} vmtiHeapReferenceKind;
+
+typedef struct {
+  vmtiThread thread;     /* the thread whose stack holds the reference */
+  vmtiInt depth;         /* frame depth, 0 = innermost */
+  vmtiMethodID method;   /* the frame's method */
+  vmtiLocation location; /* the frame's current bytecode offset */
+  vmtiInt slot;          /* frame slot: parameters and locals first (see
+                            GetLocalName), then the operand stack */
+} vmtiHeapReferenceInfoStackLocal;
+
+typedef union {
+  struct { vmtiInt index; } field;
+  struct { vmtiInt index; } array;
+  struct { vmtiInt index; } global;
+  vmtiHeapReferenceInfoStackLocal stack_local;
+} vmtiHeapReferenceInfo;
+
+/* IterateThroughHeap: one call per live object. */
+typedef vmtiInt (*vmtiHeapIterationCallback)(vmtiClass klass, vmtiLong size,
+    vmtiLong* tag_ptr, vmtiInt length, void* user_data);
+/* FollowReferences: one call per reference. referrer_klass and
+ * referrer_tag_ptr are NULL for roots. Writing *tag_ptr (or
+ * *referrer_tag_ptr) sets the tag; 0 removes it. */
+typedef vmtiInt (*vmtiHeapReferenceCallback)(vmtiHeapReferenceKind reference_kind,
+    const vmtiHeapReferenceInfo* reference_info, vmtiClass klass,
+    vmtiClass referrer_klass, vmtiLong size, vmtiLong* tag_ptr,
+    vmtiLong* referrer_tag_ptr, vmtiInt length, void* user_data);
+
+typedef struct {
+  vmtiHeapIterationCallback heap_iteration_callback;
+  vmtiHeapReferenceCallback heap_reference_callback;
+} vmtiHeapCallbacks;
+
+/* Callback return bits. */
+#define VMTI_VISIT_OBJECTS 0x100 /* follow the referee's references */
+#define VMTI_VISIT_ABORT 0x8000  /* stop the walk */
+/* heap_filter bits: leave out tagged, or untagged, objects. */
+#define VMTI_HEAP_FILTER_TAGGED 0x4
+#define VMTI_HEAP_FILTER_UNTAGGED 0x8
+
 /* ---- Environments ----------------------------------------------------- */
 
 struct vmtiInterface_1_;
@@ -267,6 +317,22 @@ typedef struct vmtiInterface_1_ {
   /* 46 */ vmtiError (*RawMonitorWait)(vmtiEnv* env, vmtiRawMonitorID monitor, vmtiLong millis);
   /* 47 */ vmtiError (*RawMonitorNotify)(vmtiEnv* env, vmtiRawMonitorID monitor);
   /* 48 */ vmtiError (*RawMonitorNotifyAll)(vmtiEnv* env, vmtiRawMonitorID monitor);
+  /* ---- Heap walking (capability can_tag_objects, LIVE phase) ---- */
+  /* 49 */ vmtiError (*FollowReferences)(vmtiEnv* env, vmtiInt heap_filter, vmtiClass klass,
+                                         vmtiObject initial_object,
+                                         const vmtiHeapCallbacks* callbacks,
+                                         const void* user_data);
+  /* 50 */ vmtiError (*IterateThroughHeap)(vmtiEnv* env, vmtiInt heap_filter, vmtiClass klass,
+                                           const vmtiHeapCallbacks* callbacks,
+                                           const void* user_data);
+  /* 51 */ vmtiError (*GetObjectsWithTags)(vmtiEnv* env, vmtiInt tag_count, const vmtiLong* tags,
+                                           vmtiInt* count_ptr, vmtiObject** object_result_ptr,
+                                           vmtiLong** tag_result_ptr);
+  /* 52 */ vmtiError (*GetFieldName)(vmtiEnv* env, vmtiClass klass, vmtiInt index,
+                                     char** name_ptr);
+  /* 53 */ vmtiError (*GetGlobalName)(vmtiEnv* env, vmtiInt index, char** name_ptr);
+  /* 54 */ vmtiError (*GetLocalName)(vmtiEnv* env, vmtiMethodID method, vmtiInt slot,
+                                     char** name_ptr);
 } vmtiInterface_1;
 
 typedef struct vmtiVMInterface_ {
@@ -389,6 +455,29 @@ struct _vmtiEnv {
   vmtiError RawMonitorNotify(vmtiRawMonitorID m) { return functions->RawMonitorNotify(this, m); }
   vmtiError RawMonitorNotifyAll(vmtiRawMonitorID m) {
     return functions->RawMonitorNotifyAll(this, m);
+  }
+  vmtiError FollowReferences(vmtiInt heap_filter, vmtiClass klass, vmtiObject initial_object,
+                             const vmtiHeapCallbacks* callbacks, const void* user_data) {
+    return functions->FollowReferences(this, heap_filter, klass, initial_object, callbacks,
+                                       user_data);
+  }
+  vmtiError IterateThroughHeap(vmtiInt heap_filter, vmtiClass klass,
+                               const vmtiHeapCallbacks* callbacks, const void* user_data) {
+    return functions->IterateThroughHeap(this, heap_filter, klass, callbacks, user_data);
+  }
+  vmtiError GetObjectsWithTags(vmtiInt tag_count, const vmtiLong* tags, vmtiInt* count_ptr,
+                               vmtiObject** object_result_ptr, vmtiLong** tag_result_ptr) {
+    return functions->GetObjectsWithTags(this, tag_count, tags, count_ptr, object_result_ptr,
+                                         tag_result_ptr);
+  }
+  vmtiError GetFieldName(vmtiClass klass, vmtiInt index, char** name_ptr) {
+    return functions->GetFieldName(this, klass, index, name_ptr);
+  }
+  vmtiError GetGlobalName(vmtiInt index, char** name_ptr) {
+    return functions->GetGlobalName(this, index, name_ptr);
+  }
+  vmtiError GetLocalName(vmtiMethodID method, vmtiInt slot, char** name_ptr) {
+    return functions->GetLocalName(this, method, slot, name_ptr);
   }
 };
 

@@ -19,7 +19,7 @@ double HeapData::RecordAlloc(int64_t tag, const SiteKey& key, double weight, int
   uint32_t row;
   if (it == index_.end()) {
     row = static_cast<uint32_t>(rows_.size());
-    rows_.push_back(Row{key, Totals()});
+    rows_.push_back(Row{key, Totals(), {}, {}});
     index_.emplace(key, row);
   } else {
     row = it->second;
@@ -86,6 +86,51 @@ void HeapData::CopyLiveAsOf(std::vector<Row>* rows, uint64_t collection) const {
   }
 }
 
+std::vector<std::pair<int64_t, uint32_t>> HeapData::LiveTags(const std::vector<uint32_t>& row_ids,
+                                                             uint64_t collection,
+                                                             size_t per_row) const {
+  std::lock_guard<std::mutex> g(mu_);
+  std::unordered_map<uint32_t, size_t> taken;
+  for (uint32_t r : row_ids) taken[r] = 0;
+  std::vector<std::pair<int64_t, uint32_t>> out;
+  for (const auto& [tag, rec] : live_) {
+    if (collection > 0 && rec.born >= collection) continue;
+    auto it = taken.find(rec.row);
+    if (it == taken.end() || it->second >= per_row) continue;
+    it->second++;
+    out.emplace_back(tag, rec.row);
+  }
+  return out;
+}
+
+void HeapData::SplitByRetention(
+    std::vector<Row>* rows, uint64_t collection,
+    const std::unordered_map<int64_t, std::pair<std::string, std::string>>& label_of) const {
+  std::lock_guard<std::mutex> g(mu_);
+  std::map<std::pair<uint32_t, std::string>, size_t> added;  // (row, retained_by) -> index
+  for (const auto& [tag, rec] : live_) {
+    if (collection > 0 && rec.born >= collection) continue;
+    auto label = label_of.find(tag);
+    if (label == label_of.end() || rec.row >= rows->size()) continue;
+    Totals& from = (*rows)[rec.row].totals;
+    from.inuse_bytes = std::max(0.0, from.inuse_bytes - rec.bytes);
+    from.inuse_objects = std::max(0.0, from.inuse_objects - rec.objects);
+    from.live_samples--;
+    auto [it, inserted] = added.try_emplace({rec.row, label->second.second}, rows->size());
+    if (inserted) {
+      Row r;
+      r.key = (*rows)[rec.row].key;
+      r.root = label->second.first;
+      r.retained_by = label->second.second;
+      rows->push_back(r);
+    }
+    Totals& to = (*rows)[it->second].totals;
+    to.inuse_bytes += rec.bytes;
+    to.inuse_objects += rec.objects;
+    to.live_samples++;
+  }
+}
+
 double HeapData::allocated_bytes() const {
   std::lock_guard<std::mutex> g(mu_);
   return allocated_bytes_;
@@ -141,8 +186,10 @@ std::string EncodePprof(const std::vector<Row>& rows, const agent::SiteTable::Sn
     const Totals& t = r.totals;
     std::vector<int64_t> values = {round(t.alloc_objects), round(t.alloc_bytes),
                                    round(t.inuse_objects), round(t.inuse_bytes)};
-    if (delta != nullptr ? values[0] == 0 && values[1] == 0 && values[2] == 0 && values[3] == 0
-                         : values[0] == 0 && values[1] == 0) {
+    // A retention row (retained=) has only in-use values.
+    if (delta != nullptr || !r.retained_by.empty()
+            ? values[0] == 0 && values[1] == 0 && values[2] == 0 && values[3] == 0
+            : values[0] == 0 && values[1] == 0) {
       continue;
     }
     locs.clear();
@@ -156,7 +203,17 @@ std::string EncodePprof(const std::vector<Row>& rows, const agent::SiteTable::Sn
     double objects = t.alloc_objects > 0 ? t.alloc_objects : std::fabs(t.inuse_objects);
     double bytes = t.alloc_objects > 0 ? t.alloc_bytes : std::fabs(t.inuse_bytes);
     labels[2].num = objects > 0 ? RoundCount(bytes / objects) : 0;
-    if (t.promoted_samples > 0) {
+    if (!r.retained_by.empty()) {
+      std::vector<pprof::Label> with_retention = labels;
+      pprof::Label root, by;
+      root.key = "root";
+      root.str = r.root;
+      by.key = "retained_by";
+      by.str = r.retained_by;
+      with_retention.push_back(root);
+      with_retention.push_back(by);
+      b.AddSample(locs, values, with_retention);
+    } else if (t.promoted_samples > 0) {
       std::vector<pprof::Label> with_promoted = labels;
       pprof::Label p;
       p.key = "promoted_bytes";  // like "bytes": pprof infers the unit from the key
@@ -208,7 +265,7 @@ std::vector<Row> SubtractRows(const std::vector<Row>& now, const std::vector<Row
   // (negated) all the same, so that the difference is exact for any input.
   for (const Row& r : base) {
     if (before.count(r.key) == 0) continue;
-    Row d{r.key, Totals()};
+    Row d{r.key, Totals(), {}, {}};
     d.totals.alloc_objects = -r.totals.alloc_objects;
     d.totals.alloc_bytes = -r.totals.alloc_bytes;
     d.totals.inuse_objects = -r.totals.inuse_objects;

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "../common/sites.h"
@@ -45,6 +46,11 @@ struct Totals {
 struct Row {
   SiteKey key;
   Totals totals;
+  // Empty, or (retained= option) where this row's live objects are held
+  // from: "root" and "retained_by" pprof labels. Such a row carries only
+  // in-use values, moved out of its site's row (HeapData::SplitByRetention).
+  std::string root;
+  std::string retained_by;
 };
 
 // An estimate as a count for output: rounded, and 0 for anything below (an
@@ -70,6 +76,17 @@ class HeapData {
   // profile taken after a forced collection is exact however long the
   // program kept allocating between that collection and the copy.
   void CopyLiveAsOf(std::vector<Row>* rows, uint64_t collection) const;
+  // The tags of up to `per_row` live samples of each row in `row_ids`
+  // (indexes into a copy's rows) that CopyLiveAsOf(collection) counts in
+  // use (collection 0: every live sample).
+  std::vector<std::pair<int64_t, uint32_t>> LiveTags(const std::vector<uint32_t>& row_ids,
+                                                     uint64_t collection, size_t per_row) const;
+  // Moves the in-use values of the samples in `label_of` (tag -> (root,
+  // retained_by)) out of their rows into rows labelled with their
+  // retention, one per (site, label), appended to `rows`.
+  void SplitByRetention(std::vector<Row>* rows, uint64_t collection,
+                        const std::unordered_map<int64_t, std::pair<std::string, std::string>>&
+                            label_of) const;
   double allocated_bytes() const;
   // The estimated bytes of the samples not reported dead.
   double inuse_bytes() const;

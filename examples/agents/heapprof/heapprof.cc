@@ -26,6 +26,16 @@
  *   gc=1|0           collect the whole heap before every profile that
  *                    reports live data (default 1, as jmap -histo:live);
  *                    0: live is as of the last collection, and says so
+ *   histo=N|all      add to the exit summary a class histogram of the live
+ *                    heap (jmap -histo:live), exact, from a heap walk: its N
+ *                    largest classes (default 0: none); common/class_histogram.h
+ *   retained=N       label the live samples of the N sites with the most live
+ *                    bytes, in the final profile, with where they are held
+ *                    from: pprof labels root ("global cache") and
+ *                    retained_by (the root and the first references of the
+ *                    shortest path from it); `go tool pprof
+ *                    -tagfocus=root=...` then selects what a root retains
+ *                    (default 0: none; common/retention.h)
  *   gdump=FRACTION   also write a numbered dump each time the estimated live
  *                    heap after a collection exceeds its previous maximum by
  *                    FRACTION (e.g. 0.1; jemalloc's prof_gdump)
@@ -85,10 +95,12 @@
 #include <vector>
 
 #include "../common/agent.h"
+#include "../common/class_histogram.h"
 #include "../common/errors.h"
 #include "../common/options.h"
 #include "../common/output.h"
 #include "../common/program.h"
+#include "../common/retention.h"
 #include "../common/sites.h"
 #include "../common/thread_filter.h"
 #include "heap_profile.h"
@@ -117,7 +129,14 @@ struct Config {
   int64_t top = 5;
   bool gc = true;
   double gdump = 0;  // 0: off
+  int64_t histo = 0;  // class histogram rows in the exit summary (0: none; -1: all)
+  int64_t retained = 0;  // sites whose live samples get retention labels (0: none)
 };
+
+// Live samples per site whose paths to GC roots are searched (retained=).
+constexpr size_t kRetainedSamplesPerSite = 256;
+// References kept in the retained_by label after the root.
+constexpr size_t kRetainedLinks = 3;
 
 // SIGUSR2 is process-wide, the instances are not: the handler counts
 // signals, and each instance's worker dumps when the count moved past what
@@ -191,6 +210,10 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// The vmtiVM of the Agent_OnLoad running now (loads run one at a time), so
+// that Create can make the path search's environment.
+vmtiVM* g_loading_vm = nullptr;
+
 class Profiler {
  public:
   static constexpr const char* kName = heapprof::kName;
@@ -223,6 +246,12 @@ class Profiler {
     p->Int("top", &c->top, 0, 1000, "a site count");
     p->Choice<bool>("gc", &c->gc, {{"1", true}, {"0", false}});
     p->Double("gdump", &c->gdump, 1e-6, 1e6, "a growth fraction > 0, e.g. 0.1");
+    p->Custom("histo", "a number of classes, or all", [c](const std::string& v) {
+      if (v != "all") return agent::ParseInt(v, 0, 1000000, &c->histo);
+      c->histo = -1;
+      return true;
+    });
+    p->Int("retained", &c->retained, 0, 1000, "a number of sites");
   }
 
   // Every path is checked now, so that a typo fails before the program
@@ -253,12 +282,19 @@ class Profiler {
     }
     std::unique_ptr<HttpServer> http;
     if (c.http_port >= 0 && (http = Listen(c)) == nullptr) return nullptr;
-    auto profiler = std::make_unique<Profiler>(std::move(c), env);
+    // retained=: the path search's scratch tags need an environment of
+    // their own (common/retention.h).
+    vmtiEnv* walk_env = nullptr;
+    if (c.retained > 0 && (walk_env = agent::NewWalkEnvironment(g_loading_vm, kName)) == nullptr) {
+      return nullptr;
+    }
+    auto profiler = std::make_unique<Profiler>(std::move(c), env, walk_env);
     profiler->http_ = std::move(http);
     return profiler;
   }
 
-  Profiler(Config c, vmtiEnv* env) : config_(std::move(c)), log_(kName), env_(env) {
+  Profiler(Config c, vmtiEnv* env, vmtiEnv* walk_env)
+      : config_(std::move(c)), log_(kName), env_(env), walk_env_(walk_env) {
     next_dump_at_ = static_cast<double>(config_.dump_every);
     if (!config_.threads.empty()) threads_.Parse(config_.threads);  // validated already
     // The interval is VM-wide and any environment may change it, so the VM
@@ -371,6 +407,12 @@ class Profiler {
                                    static_cast<int>(config_.top), note.summary);
       std::fputs(s.c_str(), stderr);
     }
+    if (config_.histo != 0) {
+      const agent::ClassHistogram h = agent::TakeClassHistogram(env);
+      std::fputs(agent::FormatClassHistogram(h, "heapprof: ", static_cast<int>(config_.histo)).c_str(),
+                 stderr);
+    }
+    if (config_.retained > 0 && !config_.file.empty()) LabelRetention(env, note, &rows);
     if (!config_.file.empty() && Write(config_.file, rows, sites, note, "final profile")) {
       if (config_.collapsed) {
         std::fprintf(stderr, "heapprof: wrote %s (collapsed stacks: flamegraph.pl, speedscope)\n",
@@ -434,6 +476,43 @@ class Profiler {
     std::string comment;  // a profile comment
     uint64_t as_of = 0;   // the collection in-use data is as of; 0: as recorded
   };
+
+  // retained=N: moves the live samples of the top N sites (by live bytes)
+  // into rows labelled with the root and first links of their shortest
+  // path from a GC root (one search for all: common/retention.h).
+  void LabelRetention(vmtiEnv* env, const LiveNote& note, std::vector<Row>* rows) {
+    if (walk_env_ == nullptr) return;
+    std::vector<uint32_t> order(rows->size());
+    for (uint32_t i = 0; i < order.size(); i++) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return (*rows)[a].totals.inuse_bytes > (*rows)[b].totals.inuse_bytes;
+    });
+    order.resize(std::min<size_t>(order.size(), static_cast<size_t>(config_.retained)));
+    while (!order.empty() && (*rows)[order.back()].totals.inuse_bytes <= 0) order.pop_back();
+    const uint64_t as_of = note.as_of > 0 ? note.as_of : 0;
+    const std::vector<std::pair<int64_t, uint32_t>> tags =
+        data_.LiveTags(order, as_of, kRetainedSamplesPerSite);
+    std::vector<std::vector<vmtiLong>> queries;
+    for (const auto& t : tags) queries.push_back({t.first});
+    const agent::RetentionResult paths =
+        agent::FindRetentionPaths(env, walk_env_, queries, agent::RetentionBudget());
+    if (paths.unsupported) return;
+    std::unordered_map<int64_t, std::pair<std::string, std::string>> label_of;
+    for (size_t i = 0; i < tags.size(); i++) {
+      const agent::RetentionPath& p = paths.paths[i];
+      if (p.status != agent::RetentionPath::Status::kFound) continue;
+      label_of[tags[i].first] = {p.links[0], p.Prefix(kRetainedLinks)};
+    }
+    data_.SplitByRetention(rows, as_of, label_of);
+    std::fprintf(stderr,
+                 "heapprof: retention labels (root, retained_by) on %zu of %zu live samples of "
+                 "the top %zu sites; paths to GC roots: %s objects visited in a pause of %.1f "
+                 "ms%s%s%s\n",
+                 label_of.size(), tags.size(), order.size(),
+                 agent::WithCommas(paths.visited).c_str(), paths.pause_ms,
+                 paths.cut_off ? ", cut off" : "", paths.error.empty() ? "" : "; ",
+                 paths.error.c_str());
+  }
 
   void CopyRows(const LiveNote& note, std::vector<Row>* rows) const {
     if (note.as_of > 0) {
@@ -727,6 +806,7 @@ class Profiler {
   Config config_;
   agent::ErrorLog log_;
   vmtiEnv* const env_;
+  vmtiEnv* const walk_env_;  // retained=: the path search's scratch tags, or null
   agent::ThreadFilter threads_;
   agent::SiteTable sites_;
   HeapData data_;
@@ -756,6 +836,7 @@ class Profiler {
 }  // namespace heapprof
 
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void*) {
+  heapprof::g_loading_vm = vm;  // for Profiler::Create's second environment (retained=)
   return agent::Start<heapprof::Profiler>(vm, options);
 }
 

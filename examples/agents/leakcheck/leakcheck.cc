@@ -17,6 +17,10 @@
  *                      since the last one the agent forced
  *   file=PATH          write the report there instead of stderr (checked at
  *                      load; each report replaces the file's content)
+ *   paths=on|off       each reported site's shortest path from a GC root
+ *                      (default on; design point 7)
+ *   path_objects=N     the path search's budget in objects (default 2000000)
+ *   path_seconds=S     and in seconds of walking (default 2)
  *
  * Design (docs/tools.md, "leakcheck", states the test and its bound):
  *  1. Every sample is tagged and recorded (site = innermost frame + class,
@@ -68,6 +72,15 @@
  *  6. Points are capped at 128 (the schedule makes about 40 for 1 TiB):
  *     when full, every other one is dropped (the newest kept) and death
  *     counts move to the kept ordinals.
+ *  7. Why it is still alive: for each site a report names, the shortest
+ *     path from a GC root to one of the site's sampled objects still live
+ *     (up to 256 of them), printed with repeated links folded (`global
+ *     cache -> Cache.buckets -> Array[7] -> Entry.next x 12 -> Entry`), as
+ *     JFR's and MAT's paths to GC roots. One breadth-first search per
+ *     report for all its sites (common/retention.h), after the report's
+ *     lock is released (the search stops the world), bounded by
+ *     path_objects and path_seconds (beyond them: "cut off"); its pause is
+ *     printed with the report, and the VM logs each walk with --verbose:gc.
  *  Rejected: an OLS slope of live bytes against collections (live-byte
  *  series are autocorrelated, so its standard error is far too small); the
  *  growth of the live sample count over the window, all ages (it is the
@@ -93,6 +106,7 @@
 #include "../common/errors.h"
 #include "../common/options.h"
 #include "../common/output.h"
+#include "../common/retention.h"
 #include "../common/sites.h"
 #include "vmti/vmti.h"
 
@@ -112,6 +126,26 @@ struct Config {
   int64_t depth = 8;
   int64_t gc_every = -1;  // -1: auto; else bytes
   std::string file;
+  bool paths = true;                // retention paths for reported sites
+  agent::RetentionBudget path_budget;
+};
+
+// Samples per site whose paths to GC roots are searched (the nearest wins).
+constexpr size_t kPathTargetsPerSite = 256;
+
+// A report: its text, and for each site it names, the live samples whose
+// path to a GC root is to be found and printed under it (after the lock is
+// released: the search needs a safepoint, and other threads' callbacks may
+// be waiting for the lock).
+struct Report {
+  std::string head;
+  struct SiteText {
+    std::string text;
+    std::string allocated_at;  // the site's frame label
+    std::vector<vmtiLong> tags;
+  };
+  std::vector<SiteText> sites;
+  bool empty() const { return head.empty() && sites.empty(); }
 };
 
 // log P(X >= a) for X ~ Binomial(n, 1/2).
@@ -170,6 +204,10 @@ struct Count {
   double k = 0, k_w = 0, k_w2 = 0;  // born <= t0, live at tm, dead by t1
 };
 
+// The vmtiVM of the Agent_OnLoad running now (loads run one at a time), so
+// that Create can make the path search's environment.
+vmtiVM* g_loading_vm = nullptr;
+
 class Checker {
  public:
   static constexpr const char* kName = "leakcheck";
@@ -188,13 +226,29 @@ class Checker {
       return true;
     });
     agent::DeclareOutputOption(p, "file", &c->file);  // checked now, written at each report
+    p->Custom("paths", "on or off", [c](const std::string& v) {
+      if (v != "on" && v != "off") return false;
+      c->paths = v == "on";
+      return true;
+    });
+    p->Int("path_objects", &c->path_budget.max_objects, 1, INT32_MAX, "a number of objects");
+    p->Double("path_seconds", &c->path_budget.max_seconds, 0.001, 3600,
+              "seconds from 0.001 to 3600, e.g. 2");
   }
 
   static std::unique_ptr<Checker> Create(Config c, vmtiEnv* env) {
-    return std::make_unique<Checker>(std::move(c), env);
+    // The path search's scratch tags live in an environment of their own,
+    // so they never touch the sample tags (common/retention.h).
+    vmtiEnv* walk_env = nullptr;
+    if (c.paths) {
+      walk_env = agent::NewWalkEnvironment(g_loading_vm, kName);
+      if (walk_env == nullptr) return nullptr;
+    }
+    return std::make_unique<Checker>(std::move(c), env, walk_env);
   }
 
-  Checker(Config c, vmtiEnv* env) : config_(std::move(c)), log_(kName), env_(env) {
+  Checker(Config c, vmtiEnv* env, vmtiEnv* walk_env)
+      : config_(std::move(c)), log_(kName), env_(env), walk_env_(walk_env) {
     next_report_gc_ = config_.every;
     (*env_)->GetTime(env_, &start_ns_);
   }
@@ -230,7 +284,7 @@ class Checker {
     }
     // Outside the lock: the collection delivers ObjectFree events, which
     // take it.
-    if (force) Emit(Force(env));
+    if (force) Emit(Compose(Force(env)));
   }
 
   void OnObjectFree(vmtiEnv*, vmtiLong tag) {
@@ -259,12 +313,12 @@ class Checker {
 
   void OnVMDeath(vmtiEnv*) {
     dead_.store(true, std::memory_order_release);
-    std::string report;
+    Report report;
     {
       std::lock_guard<std::mutex> g(mu_);
       report = ReportLocked("at exit");
     }
-    Emit(report);
+    Emit(Compose(report));
   }
 
  private:
@@ -283,7 +337,7 @@ class Checker {
   // ForceGarbageCollection returns, unless another thread is delivering
   // events at the time: then a few may come after the snapshot, and count
   // as deaths after it). Returns a periodic report if one is due.
-  std::string Force(vmtiEnv* env) {
+  Report Force(vmtiEnv* env) {
     const bool paced = config_.gc_every < 0;
     vmtiLong start = 0, end = 0;
     bool run = true;
@@ -308,7 +362,7 @@ class Checker {
     schedule_from_ = allocated_;  // the next one after another gap
     if (!ok) {
       if (!run) paced_++;
-      return std::string();
+      return Report();
     }
     forced_++;
     if (paced) forced_ns_ += static_cast<double>(end - start);
@@ -324,7 +378,47 @@ class Checker {
       next_report_gc_ = gc + config_.every;
       return ReportLocked("periodic");
     }
-    return std::string();
+    return Report();
+  }
+
+  // The report's text, with each site's path to a GC root found now (one
+  // search for all of them: design point 7).
+  std::string Compose(const Report& r) {
+    std::string out = r.head;
+    std::vector<std::vector<vmtiLong>> queries;
+    for (const Report::SiteText& site : r.sites) queries.push_back(site.tags);
+    agent::RetentionResult paths;
+    bool search = config_.paths && !queries.empty();
+    if (search) {
+      paths = agent::FindRetentionPaths(env_, walk_env_, queries, config_.path_budget);
+      search = !paths.unsupported;
+    }
+    char line[512];
+    for (size_t i = 0; i < r.sites.size(); i++) {
+      out += r.sites[i].text;
+      if (!search) continue;
+      if (!paths.error.empty()) {
+        out += "leakcheck:     retained by: unknown (" + paths.error + ")\n";
+        continue;
+      }
+      const agent::RetentionPath& p = paths.paths[i];
+      out += "leakcheck:     retained by: " + p.Text();
+      if (p.status == agent::RetentionPath::Status::kFound) {
+        out += " (allocated at " + r.sites[i].allocated_at + ")";
+      }
+      out += "\n";
+    }
+    if (search && paths.error.empty()) {
+      std::snprintf(line, sizeof line,
+                    "leakcheck:     paths to GC roots: %s objects visited in a pause of %.1f ms%s "
+                    "(budget %s objects, %.3g s)\n",
+                    agent::WithCommas(paths.visited).c_str(), paths.pause_ms,
+                    paths.cut_off ? ", cut off" : "",
+                    agent::WithCommas(config_.path_budget.max_objects).c_str(),
+                    config_.path_budget.max_seconds);
+      out += line;
+    }
+    return out;
   }
 
   // Kept points with ordinals in [from, to).
@@ -427,9 +521,10 @@ class Checker {
     return out + buf;
   }
 
-  std::string ReportLocked(const char* when) {
+  Report ReportLocked(const char* when) {
     char line[2048];
-    std::string out;
+    Report report;
+    std::string& out = report.head;
     const int64_t gc_now = gc_count_.load(std::memory_order_relaxed);
     size_t i0 = 0, im = 0, i1 = 0;
     const std::string collections = CollectionsLocked(gc_now);
@@ -439,7 +534,8 @@ class Checker {
                     "collections, the first a quarter of the way into the run or later; %s; "
                     "est. %s allocated); nothing reported\n",
                     when, collections.c_str(), agent::HumanBytes(allocated_).c_str());
-      return line;
+      out = line;
+      return report;
     }
     const int64_t t0 = points_[i0].ordinal, tm = points_[im].ordinal, t1 = points_[i1].ordinal;
     std::vector<Count> counts(sites_v_.size());
@@ -515,10 +611,16 @@ class Checker {
     for (const Found& fd : found) {
       const Site& site = sites_v_[fd.site];
       const Count& c = counts[fd.site];
+      report.sites.emplace_back();
+      std::string& out = report.sites.back().text;
+      report.sites.back().allocated_at = agent::FrameLabel(sites_.GetFrame(site.frame));
+      std::vector<vmtiLong>& targets = report.sites.back().tags;
       // Ages at t1 of the samples live then and still live.
       std::vector<double> age_gc, age_bytes;
       for (const auto& kv : live_) {
-        if (kv.second.site != fd.site || kv.second.birth > t1) continue;
+        if (kv.second.site != fd.site) continue;
+        if (targets.size() < kPathTargetsPerSite) targets.push_back(kv.first);
+        if (kv.second.birth > t1) continue;
         age_gc.push_back(static_cast<double>(points_[i1].gc - kv.second.birth_gc));
         age_bytes.push_back(points_[i1].allocated - kv.second.birth_allocated);
       }
@@ -556,12 +658,13 @@ class Checker {
       }
       out += "leakcheck:     allocated at " + chain + "\n";
     }
-    return out;
+    return report;
   }
 
   const Config config_;
   agent::ErrorLog log_;
-  vmtiEnv* const env_;  // this instance's, for GetTime
+  vmtiEnv* const env_;       // this instance's, for GetTime
+  vmtiEnv* const walk_env_;  // scratch tags of the path search (common/retention.h)
   vmtiLong start_ns_ = 0;
   agent::SiteTable sites_;
   std::atomic<int64_t> next_tag_{1};
@@ -589,6 +692,7 @@ class Checker {
 }  // namespace leakcheck
 
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void*) {
+  leakcheck::g_loading_vm = vm;  // for Checker::Create's second environment
   return agent::Start<leakcheck::Checker>(vm, options);
 }
 
