@@ -223,6 +223,18 @@ void GenerationalHeap::ReconfigureSampling(Mutator* requester, int32_t interval)
   });
 }
 
+std::vector<SpaceUsage> GenerationalHeap::SpaceUsages(Mutator* requester) {
+  std::vector<SpaceUsage> spaces;
+  while (!safepoints_.Begin(requester)) {
+    if (safepoints_.stopped_for_good()) return spaces;
+  }
+  spaces.push_back({"eden", young_->eden_used(), young_->eden_capacity()});
+  spaces.push_back({"survivor", young_->from().used(), young_->from().capacity()});
+  spaces.push_back({"old", old_->used_bytes(), old_->capacity()});
+  safepoints_.End(requester);
+  return spaces;
+}
+
 void GenerationalHeap::VerifyNow(Mutator* requester) {
   while (!safepoints_.Begin(requester)) {
     if (safepoints_.stopped_for_good()) return;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <vector>
 
 #include "absl/base/optimization.h"
 #include "absl/functional/function_ref.h"
@@ -79,6 +80,13 @@ struct HeapStats {
   uint32_t tenuring_threshold = 0;
 };
 
+// One space's occupancy, for `minivm-attach PID heap` (docs/attach.md).
+struct SpaceUsage {
+  const char* name;  // "eden", "survivor", "old" (old includes large objects)
+  uint64_t used_bytes;
+  uint64_t capacity_bytes;
+};
+
 class Heap {
  public:
   virtual ~Heap() = default;
@@ -125,6 +133,10 @@ class Heap {
   virtual bool Contains(const void* p) const = 0;
 
   virtual HeapStats Stats() const = 0;
+  // Every space's occupancy, read at a safepoint (TLABs count as used up to
+  // their end). Empty when the world is stopped for good (VM death).
+  // `requester` as for RunAtSafepoint.
+  virtual std::vector<SpaceUsage> SpaceUsages(Mutator* requester) = 0;
 
   // Stops the world and calls fn(m) for every attached mutator (the requester
   // included) on the requester's thread, then restarts it. The agent API

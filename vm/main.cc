@@ -14,10 +14,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "agent_api/attach_host.h"
 #include "agent_api/tool_interface.h"
 #include "vm/bytecode/disassembler.h"
 #include "vm/compiler/compiler.h"
 #include "vm/jit/jit.h"
+#include "vm/runtime/attach_listener.h"
 #include "vm/runtime/options.h"
 #include "vm/runtime/signal_dispatcher.h"
 #include "vm/runtime/standard_streams.h"
@@ -130,6 +132,9 @@ int main(int argc, char** argv) {
     (*vm)->InstallJit(*std::move(jit), options->jit_threshold);
   }
   // From here on the VM is never destroyed: the process ends with _exit.
+  // Attach (docs/attach.md) costs nothing until a client asks: this only
+  // records where requests go. The host lives as long as the process.
+  minivm::ConfigureAttach(vm->get(), new minivm::agent::AttachHost(vm->get(), tools.get()));
   minivm::SetSignalTarget(vm->get());
   const int code = (*vm)->Run();
   (*vm)->ExitProcess(code);
