@@ -122,7 +122,7 @@ bool AttachHost::LoadAgent(std::string_view spec_text, std::string* reply) {
   }
   *reply = captured;
   if (!reply->empty() && reply->back() != '\n') *reply += '\n';
-  absl::StrAppend(reply, "agent '", parsed->path, "' attached: Agent_OnAttach returned 0\n");
+  absl::StrAppend(reply, "agent '", parsed->path, "': Agent_OnAttach returned 0\n");
   return true;
 }
 

@@ -60,6 +60,17 @@
  *     loaded twice (`--heap-profile=a -agentlib:heapprof=...`), and each
  *     load is an independent profiler. Only SIGUSR2, which is process-wide,
  *     has process-wide state: a counter that every instance's worker reads.
+ *  7. Attach (`minivm-attach PID load heapprof=ACTION,...`, docs/tools.md):
+ *     Agent_OnAttach's first option may be an action, as async-profiler's
+ *     are: start (the default) makes an attached instance, which samples
+ *     from now on (its profiles say that objects allocated before the
+ *     attach are not in them); dump[,file=PATH] writes a profile now;
+ *     set,interval=BYTES changes the interval; stop writes the final
+ *     profile and disposes of the environment (its events, tags and
+ *     capabilities) after stopping its worker and HTTP threads. One
+ *     attached instance at a time (g_attached); the instance object itself
+ *     stays allocated, as every instance does (a late callback on another
+ *     thread must not find freed memory).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -176,14 +187,68 @@ class Profiler {
   Config& config() { return config_; }
   agent::ErrorLog& log() { return log_; }
   void set_http(std::unique_ptr<HttpServer> server) { http_ = std::move(server); }
+  // Made by Agent_OnAttach: before Install, so that every profile says so.
+  void set_attached() { attached_ = true; }
 
   void OnVMInit(vmtiEnv* env, vmtiThread main_thread) {
+    if (!config_.threads.empty()) MaybeEnableFor(env, main_thread);
+    StartServices(env);
+  }
+
+  // Agent_OnAttach's start (design point 7): what VMInit does, in a VM
+  // that runs already; with threads=, every running thread is judged now.
+  void StartAttached(vmtiEnv* env) {
+    if (!config_.threads.empty()) {
+      vmtiInt n = 0;
+      vmtiThread* threads = nullptr;
+      if (log_.Check(env, (*env)->GetAllThreads(env, &n, &threads), "GetAllThreads")) {
+        for (vmtiInt i = 0; i < n; ++i) MaybeEnableFor(env, threads[i]);
+        (*env)->Deallocate(env, reinterpret_cast<unsigned char*>(threads));
+      }
+    }
+    StartServices(env);
+  }
+
+  // `dump[,file=PATH]`: a profile of now (after a collection with gc=1),
+  // to PATH or to the next numbered file.
+  void DumpNow(const std::string& path) {
+    PendingDump d;
+    d.why = "minivm-attach dump";
+    Copy(&d, CollectForLiveData(env_, "for this dump"));
+    if (path.empty()) {
+      DumpNumbered(d);
+    } else if (Write(path, d.rows, d.sites, d.note, "dump (minivm-attach)")) {
+      std::fprintf(stderr, "heapprof: wrote %s (est. %s allocated since the attach)\n",
+                   path.c_str(), agent::HumanBytes(d.allocated).c_str());
+    }
+  }
+
+  // `set,interval=BYTES`.
+  bool SetInterval(int64_t bytes) {
+    if (!log_.Check(env_, (*env_)->SetHeapSamplingInterval(env_, static_cast<vmtiInt>(bytes)),
+                    "SetHeapSamplingInterval")) {
+      return false;
+    }
+    interval_.store(bytes);
+    std::fprintf(stderr, "heapprof: sampling interval now %lld bytes\n",
+                 static_cast<long long>(bytes));
+    return true;
+  }
+
+  // `stop`: the final profile, then the environment goes (design point 7).
+  void StopAttached() {
+    Finish(env_);
+    log_.Check(env_, (*env_)->DisposeEnvironment(env_), "DisposeEnvironment");
+    std::fprintf(stderr, "heapprof: stopped; sampling, tags and threads released\n");
+  }
+
+ private:
+  void StartServices(vmtiEnv* env) {
     vmtiInt interval = 0;
     if (log_.Check(env, (*env)->GetHeapSamplingInterval(env, &interval),
                    "GetHeapSamplingInterval")) {
       interval_.store(interval);
     }
-    if (!config_.threads.empty()) MaybeEnableFor(env, main_thread);
     sigusr2_seen_ = g_sigusr2_count.load(std::memory_order_relaxed);
     AcquireSigusr2();
     signal_acquired_ = true;
@@ -191,6 +256,7 @@ class Profiler {
     if (http_ != nullptr) StartHttp();
   }
 
+ public:
   void OnThreadStart(vmtiEnv* env, vmtiThread thread) { MaybeEnableFor(env, thread); }
 
   // Inside the collection's pause: raw bookkeeping only.
@@ -246,7 +312,12 @@ class Profiler {
 
   void OnObjectFree(vmtiEnv*, vmtiLong tag) { data_.RecordFree(tag); }
 
-  void OnVMDeath(vmtiEnv* env) {
+  void OnVMDeath(vmtiEnv* env) { Finish(env); }
+
+ private:
+  // At VM death, or at an attached instance's stop: no more samples, the
+  // threads stopped, the summary and the final profile written.
+  void Finish(vmtiEnv* env) {
     dead_.store(true, std::memory_order_release);
     StopWorker();
     if (http_ != nullptr) http_->Stop();
@@ -282,7 +353,6 @@ class Profiler {
     std::fflush(stderr);
   }
 
- private:
   void MaybeEnableFor(vmtiEnv* env, vmtiThread thread) {
     if (!threads_.Select(env, thread, &log_)) return;
     log_.Check(env,
@@ -400,11 +470,16 @@ class Profiler {
 
   // A profile's comments: what wrote it, for which program, and how live
   // its in-use values are.
-  static std::vector<std::string> ProfileComments(const std::string& what,
-                                                  const std::string& live) {
+  std::vector<std::string> ProfileComments(const std::string& what,
+                                           const std::string& live) const {
     const agent::ProgramInfo& program = agent::CurrentProgram();
     std::vector<std::string> comments;
     comments.push_back("minivm heapprof, " + what);
+    if (attached_) {
+      comments.push_back(
+          "attached to the running VM (minivm-attach): objects allocated before the attach are "
+          "not in this profile; the allocations after it are sampled without bias");
+    }
     if (!program.command_line.empty()) comments.push_back("command: " + program.command_line);
     if (!program.dir.empty()) {
       comments.push_back("source files are relative to " + program.dir +
@@ -490,8 +565,9 @@ class Profiler {
     if (!d.copied) Copy(&d, CollectForLiveData(env_, "for this dump"));
     std::string base =
         config_.file.empty() ? (config_.collapsed ? "heap.folded" : "heap.pb.gz") : config_.file;
-    std::string path = agent::NumberedPath(base, ++dump_seq_);
-    const std::string what = "dump " + std::to_string(dump_seq_) + " (" + d.why + ")";
+    const int seq = ++dump_seq_;
+    std::string path = agent::NumberedPath(base, seq);
+    const std::string what = "dump " + std::to_string(seq) + " (" + d.why + ")";
     if (Write(path, d.rows, d.sites, d.note, what.c_str())) {
       std::fprintf(stderr, "heapprof: wrote %s (%s, est. %s allocated)\n", path.c_str(),
                    d.why.c_str(), agent::HumanBytes(d.allocated).c_str());
@@ -621,8 +697,9 @@ class Profiler {
   int64_t dropped_dumps_ = 0;      // guarded by worker_mu_
   bool worker_stop_ = false;
   double next_dump_at_ = 0;
-  int dump_seq_ = 0;
+  std::atomic<int> dump_seq_{0};  // the worker's, and an attach dump's
   std::thread worker_;
+  bool attached_ = false;  // made by Agent_OnAttach: set before any profile
 };
 
 // "PORT", "ADDR:PORT" or "[IPV6]:PORT", ADDR numeric.
@@ -744,9 +821,12 @@ int ParseConfig(const char* options, Config* c) {
 }  // namespace
 }  // namespace heapprof
 
-VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
-  using namespace heapprof;
-  (void)reserved;
+namespace heapprof {
+namespace {
+
+// Agent_OnLoad's work, and Agent_OnAttach's start (`live`): a new instance
+// in a new environment, in *out.
+vmtiInt StartProfiler(vmtiVM* vm, const char* options, bool live, Profiler** out) {
   Config config;
   if (ParseConfig(options, &config) != 0) return 1;
   vmtiEnv* env = agent::NewEnvironment(vm, kName);
@@ -800,7 +880,86 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   // Installed before Install stores it: lives until the process ends
   // (common/agent.h).
   Profiler* p = profiler.release();
+  if (live) p->set_attached();
   if (!agent::Install(env, p, setup, &p->log())) return 1;
+  if (live) p->StartAttached(env);
+  if (out != nullptr) *out = p;
+  return 0;
+}
+
+// The attached instance (design point 7), guarded by g_attach_mu.
+std::mutex g_attach_mu;
+Profiler* g_attached = nullptr;
+
+}  // namespace
+}  // namespace heapprof
+
+VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
+  (void)reserved;
+  return heapprof::StartProfiler(vm, options, false, nullptr);
+}
+
+// minivm-attach PID load heapprof=[start,]OPTIONS | dump[,file=PATH] |
+// set,interval=BYTES | stop (design point 7).
+VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void* reserved) {
+  using namespace heapprof;
+  (void)reserved;
+  std::string text = options != nullptr ? options : "";
+  const size_t comma = text.find(',');
+  std::string action = text.substr(0, comma);
+  std::string rest = comma == std::string::npos ? "" : text.substr(comma + 1);
+  if (action != "start" && action != "dump" && action != "set" && action != "stop") {
+    action = "start";  // plain options: start with them
+    rest = text;
+  }
+  std::lock_guard<std::mutex> g(g_attach_mu);
+  if (action == "start") {
+    if (g_attached != nullptr) {
+      std::fprintf(stderr, "heapprof: already attached and profiling (use dump, set or stop)\n");
+      return 1;
+    }
+    return StartProfiler(vm, rest.c_str(), true, &g_attached);
+  }
+  if (g_attached == nullptr) {
+    std::fprintf(stderr, "heapprof: '%s': no attached heapprof is running (start one first)\n",
+                 action.c_str());
+    return 1;
+  }
+  agent::OptionList list;
+  std::string bad;
+  if (!agent::SplitOptions(rest.c_str(), &list, &bad)) {
+    return agent::BadOption(kName, bad, "", "empty or repeated option");
+  }
+  std::string file;
+  int64_t interval = -1;
+  for (const auto& [k, v] : list) {
+    if (action == "dump" && k == "file") {
+      std::string error;
+      if (v.empty() || !agent::CheckOutputPath(v, &error)) {
+        return agent::BadOption(kName, k, v, ("cannot write: " + error).c_str());
+      }
+      file = v;
+    } else if (action == "set" && k == "interval") {
+      if (!agent::ParseBytes(v, 0, 0x7fffffff, &interval)) {
+        return agent::BadOption(kName, k, v, "want bytes, e.g. 4096 or 512k");
+      }
+    } else {
+      return agent::BadOption(kName, k, v,
+                              action == "dump"   ? "dump takes only file="
+                              : action == "set" ? "set takes only interval="
+                                                 : "stop takes no options");
+    }
+  }
+  if (action == "dump") {
+    g_attached->DumpNow(file);
+    return 0;
+  }
+  if (action == "set") {
+    if (interval < 0) return agent::BadOption(kName, "set", "", "want interval=BYTES");
+    return g_attached->SetInterval(interval) ? 0 : 1;
+  }
+  g_attached->StopAttached();
+  g_attached = nullptr;
   return 0;
 }
 

@@ -672,4 +672,10 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
 
 // After every agent's VMDeath: an output that could not be written fails the
 // run (common/output.h), so that scripts notice.
+// Loaded into a running VM (minivm-attach PID load leakcheck=OPTIONS): the
+// same start, which needs no VMInit; it tracks the objects sampled from the attach on.
+VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void* reserved) {
+  return Agent_OnLoad(vm, options, reserved);
+}
+
 VMTI_EXPORT void Agent_OnUnload(vmtiVM*) { agent::ExitIfOutputFailed(); }

@@ -145,6 +145,24 @@ class Remote {
 
   void OnVMInit(vmtiEnv* env, vmtiThread main_thread) {
     if (!config_.threads.empty()) OnThreadStart(env, main_thread);
+    StartMonitor();
+  }
+
+  // Agent_OnAttach: VMInit's work in a running VM; with threads=, every
+  // running thread is judged now.
+  void StartAttached(vmtiEnv* env) {
+    if (!config_.threads.empty()) {
+      vmtiInt n = 0;
+      vmtiThread* threads = nullptr;
+      if (log_.Check(env, (*env)->GetAllThreads(env, &n, &threads), "GetAllThreads")) {
+        for (vmtiInt i = 0; i < n; ++i) OnThreadStart(env, threads[i]);
+        (*env)->Deallocate(env, reinterpret_cast<unsigned char*>(threads));
+      }
+    }
+    StartMonitor();
+  }
+
+  void StartMonitor() {
     stop_fd_ = eventfd(0, EFD_CLOEXEC);
     if (stop_fd_ < 0) {
       std::fprintf(stderr, "remote: eventfd: %s; not watching for the collector's death\n",
@@ -552,9 +570,11 @@ int Connect(const Config& c, int64_t interval, std::unique_ptr<collector::Shared
 }  // namespace
 }  // namespace remote
 
-VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
-  using namespace remote;
-  (void)reserved;
+namespace remote {
+namespace {
+
+// Agent_OnLoad's work, and Agent_OnAttach's (`live`: the VM runs already).
+vmtiInt Start(vmtiVM* vm, char* options, bool live) {
   // One connection per process: a second -agentlib:remote would share this
   // library's globals (dlopen returns the same handle).
   static std::atomic<bool> loaded{false};
@@ -591,6 +611,11 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   int sock = Connect(config, interval, &ring, &connection);
   if (sock < 0) return 1;
   auto r = std::make_unique<Remote>(config, sock, std::move(ring), connection);
+  // Reachable before any event can come: in a live VM they come at once.
+  // Lives until the process ends: no event is sent after VMDeath, but the
+  // library may stay mapped.
+  g_remote = r.release();
+  Remote* const remote = g_remote;
 
   vmtiEventCallbacks cb;
   std::memset(&cb, 0, sizeof cb);
@@ -600,7 +625,7 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   cb.SampledObjectAlloc = &JNI_Sample;
   cb.ObjectFree = &JNI_ObjectFree;
   cb.ObjectPromote = &JNI_ObjectPromote;
-  if (!r->log().Check(env, (*env)->SetEventCallbacks(env, &cb, static_cast<vmtiInt>(sizeof cb)),
+  if (!remote->log().Check(env, (*env)->SetEventCallbacks(env, &cb, static_cast<vmtiInt>(sizeof cb)),
                       "SetEventCallbacks")) {
     return 1;
   }
@@ -610,13 +635,26 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
       config.threads.empty() ? VMTI_EVENT_SAMPLED_OBJECT_ALLOC : VMTI_EVENT_THREAD_START;
   for (vmtiEvent e : {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH, VMTI_EVENT_OBJECT_FREE,
                       VMTI_EVENT_OBJECT_PROMOTE, per_thread}) {
-    if (!r->log().Check(env, (*env)->SetEventNotificationMode(env, VMTI_ENABLE, e, nullptr),
+    if (!remote->log().Check(env, (*env)->SetEventNotificationMode(env, VMTI_ENABLE, e, nullptr),
                         "SetEventNotificationMode")) {
       return 1;
     }
   }
-  // Lives until the process ends: no event is sent after VMDeath, but the
-  // library may stay mapped.
-  g_remote = r.release();
+  if (live) remote->StartAttached(env);
   return 0;
+}
+
+}  // namespace
+}  // namespace remote
+
+VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
+  (void)reserved;
+  return remote::Start(vm, options, false);
+}
+
+// minivm-attach PID load remote=OPTIONS, and minivm-collector --attach PID:
+// connects to the collector from the running VM, as at start-up.
+VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void* reserved) {
+  (void)reserved;
+  return remote::Start(vm, options, true);
 }
