@@ -212,10 +212,12 @@ bool Execute(const std::string& command, const std::string& argument, std::strin
 // Reads, checks and answers one connection (design points 2 and 3).
 void Serve(int fd, uid_t self, uid_t test_uid) {
   const Clock::time_point deadline = Clock::now() + kIoTimeout;
+  // A reply gets its own time: the request's may be used up (a silent
+  // client), and the reply is what tells the client why.
   auto answer = [&](uint32_t status, const std::string& text) {
     std::string t = text;
     if (t.size() > attach::kMaxReplyBytes) t.resize(attach::kMaxReplyBytes);
-    SendAll(fd, attach::EncodeReply(status, t), deadline);
+    SendAll(fd, attach::EncodeReply(status, t), Clock::now() + kIoTimeout);
   };
   ucred cred{};
   socklen_t len = sizeof cred;
@@ -260,13 +262,7 @@ void Serve(int fd, uid_t self, uid_t test_uid) {
   }
   std::string reply;
   const bool ok = Execute(command, argument, &reply);
-  // The command may have taken a while (a load, a collection): the reply
-  // gets its own time.
-  const Clock::time_point reply_deadline = Clock::now() + kIoTimeout;
-  std::string text = reply;
-  if (text.size() > attach::kMaxReplyBytes) text.resize(attach::kMaxReplyBytes);
-  SendAll(fd, attach::EncodeReply(ok ? attach::kStatusOk : attach::kStatusError, text),
-          reply_deadline);
+  answer(ok ? attach::kStatusOk : attach::kStatusError, reply);
 }
 
 void ListenerLoop(int listen_fd) {
@@ -291,6 +287,15 @@ void ListenerLoop(int listen_fd) {
       return;
     }
     Serve(fd, self, test_uid);
+    // Closing with unread input would reset the connection, and the peer
+    // could lose the reply: discard what has arrived (bounded) first.
+    char sink[4096];
+    for (size_t discarded = 0; discarded < (1u << 20);) {
+      const ssize_t n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+      if (n <= 0) break;
+      discarded += static_cast<size_t>(n);
+    }
+    shutdown(fd, SHUT_RDWR);
     close(fd);
   }
 }
