@@ -528,6 +528,70 @@ def attach_sigquit_without_trigger_ends_in_order():
         v.kill()
 
 
+# ---- heapprofd's hand-off: minivm-collector --attach -----------------------
+
+@test
+def attach_collector_hand_off():
+    """minivm-collector --attach=A,B,C,A: each running VM's remote agent
+    connects back (a ring each); B is killed (its final profile says it
+    died), A attached twice is refused once, the others get final profiles
+    when the collector stops, and the VMs run on without it."""
+    if not C.collector or not C.remote:
+        raise Skip("no --collector/--remote given")
+    vms = [Vm([FOREVER], f"coll_{i}", opts=["--young=4m"]) for i in range(3)]
+    coll = None
+    try:
+        for v in vms:
+            v.read_stdout()
+            v.wait_running()
+        a, b, c = (v.pid for v in vms)
+        out = os.path.join(C.work, "collector_out")
+        shutil.rmtree(out, ignore_errors=True)
+        err = rt.fresh("collector.err")
+        with open(err, "w") as e:
+            coll = subprocess.Popen([C.collector, "--socket=coll.sock", f"--out={out}",
+                                     f"--attach={a},{b},{c},{a}", "--attach-options=interval=64k"],
+                                    stdout=subprocess.DEVNULL, stderr=e, cwd=C.work,
+                                    preexec_fn=default_signals)
+
+        def log():
+            with open(err) as f:
+                return f.read()
+
+        def wait_log(pattern, count=1):
+            deadline = time.time() + 120
+            while len(re.findall(pattern, log())) < count:
+                check(time.time() < deadline and coll.poll() is None,
+                      f"collector log never had {count} x /{pattern}/:\n{log()}")
+                time.sleep(0.05)
+
+        wait_log(r"attached to pid \d+\n", 3)
+        wait_log(rf"cannot attach to pid {a}: .*remote: loaded twice")
+        for pid in (a, b, c):
+            check(re.search(rf"connection \d+ from pid {pid} \(buffer \d+ bytes, interval 65536\)",
+                            log()), f"no connection from {pid}:\n{log()}")
+        vms[1].kill()
+        wait_log(rf"wrote \S+heap\.{b}\.\d+\.final\.pb\.gz \(final: the VM died")
+        coll.send_signal(signal.SIGTERM)
+        check(coll.wait(timeout=120) == 0, f"collector exit:\n{log()}")
+        for pid in (a, c):
+            finals = [f for f in os.listdir(out) if re.match(rf"heap\.{pid}\.\d+\.final\.pb\.gz$", f)]
+            check(len(finals) == 1, f"final profiles of {pid}: {os.listdir(out)}")
+            prof = read_profile(os.path.join(out, finals[0]))
+            check("allocate_forever" in by_leaf(prof, 1, key=lambda fr: fr[0]),
+                  f"{finals[0]}: no allocate_forever")
+        for v in (vms[0], vms[2]):
+            check(v.p.poll() is None, "a VM ended with its collector")
+            v.p.send_signal(signal.SIGTERM)
+            check(v.finish() == 143, "SIGTERM")
+    finally:
+        if coll is not None and coll.poll() is None:
+            coll.kill()
+            coll.wait()
+        for v in vms:
+            v.kill()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--minivm", required=True)
@@ -536,6 +600,8 @@ def main():
     ap.add_argument("--leakcheck", required=True)
     ap.add_argument("--lifetimes", required=True)
     ap.add_argument("--test-agents")
+    ap.add_argument("--collector", help="minivm-collector, for its --attach")
+    ap.add_argument("--remote", help="libremote.so, beside minivm's agents")
     ap.add_argument("--work")
     ap.add_argument("-k", action="append")
     a = ap.parse_args()
@@ -545,6 +611,8 @@ def main():
     C.leakcheck = os.path.abspath(a.leakcheck)
     C.lifetimes = os.path.abspath(a.lifetimes)
     C.test_agents = a.test_agents and os.path.abspath(a.test_agents)
+    C.collector = a.collector and os.path.abspath(a.collector)
+    C.remote = a.remote and os.path.abspath(a.remote)
     C.work = os.path.abspath(a.work) if a.work else tempfile.mkdtemp(prefix="attach_tests_")
     os.makedirs(C.work, exist_ok=True)
     C.go = shutil.which("go") or next((p for p in ("/usr/lib/go/bin/go", "/usr/bin/go")
