@@ -81,8 +81,7 @@ absl::Status ToolInterface::LoadAgents(const std::vector<std::string>& agent_opt
     if (!lib.ok()) return lib.status();
     libraries_.push_back(*std::move(lib));
     const size_t first_env = EnvironmentCount();
-    absl::Status loaded =
-        libraries_.back().Load(reinterpret_cast<vmtiVM*>(&vm_handle_));
+    absl::Status loaded = libraries_.back().Load(reinterpret_cast<vmtiVM*>(&vm_handle_));
     if (!loaded.ok()) return loaded;
     loaded_.push_back({libraries_.size() - 1, first_env, EnvironmentCount()});
   }
@@ -159,7 +158,8 @@ std::string ToolInterface::DescribeSampling() {
         per_thread = per_thread || (bits & EventBit(VMTI_EVENT_SAMPLED_OBJECT_ALLOC)) != 0;
       }
     }
-    const bool global = (env->global_events.load() & EventBit(VMTI_EVENT_SAMPLED_OBJECT_ALLOC)) != 0;
+    const bool global =
+        (env->global_events.load() & EventBit(VMTI_EVENT_SAMPLED_OBJECT_ALLOC)) != 0;
     if (!global && !per_thread) continue;
     absl::StrAppend(&sampling, "  environment ", i, owner[i].empty() ? "" : " (", owner[i],
                     owner[i].empty() ? "" : ")", global ? ": every thread\n" : ": some threads\n");

@@ -112,8 +112,7 @@ void AttachOne(const std::string& tool, const std::string& pid, const std::strin
   const std::string prefix = "minivm-attach: error: ";
   if (why.compare(0, prefix.size(), prefix) == 0) why = why.substr(prefix.size());
   if (why.empty()) why = "minivm-attach failed";
-  std::fprintf(stderr, "minivm-collector: cannot attach to pid %s: %s\n", pid.c_str(),
-               why.c_str());
+  std::fprintf(stderr, "minivm-collector: cannot attach to pid %s: %s\n", pid.c_str(), why.c_str());
 }
 
 int Bad(const std::string& arg, const char* why) {
@@ -164,7 +163,8 @@ int main(int argc, char** argv) {
         const size_t comma = value.find(',', start);
         const std::string pid = value.substr(start, comma - start);
         int64_t v = 0;
-        if (!agent::ParseInt(pid, 1, INT_MAX, &v)) return Bad(arg, "want process ids, e.g. 4242,4243");
+        if (!agent::ParseInt(pid, 1, INT_MAX, &v))
+          return Bad(arg, "want process ids, e.g. 4242,4243");
         attach_pids.push_back(pid);
         if (comma == std::string::npos) break;
         start = comma + 1;
@@ -175,8 +175,9 @@ int main(int argc, char** argv) {
       }
       attach_options = value;
     } else {
-      return Bad(arg, "unknown option (known: --socket, --out, --period, --buffer, --max-clients, "
-                      "--attach, --attach-options)");
+      return Bad(arg,
+                 "unknown option (known: --socket, --out, --period, --buffer, --max-clients, "
+                 "--attach, --attach-options)");
     }
   }
   if (o.socket_path.empty() || o.out_dir.empty()) {
@@ -199,8 +200,8 @@ int main(int argc, char** argv) {
       char cwd[PATH_MAX];
       if (getcwd(cwd, sizeof cwd) != nullptr) socket = std::string(cwd) + "/" + socket;
     }
-    const std::string spec = "remote=socket=" + socket +
-                             (attach_options.empty() ? "" : "," + attach_options);
+    const std::string spec =
+        "remote=socket=" + socket + (attach_options.empty() ? "" : "," + attach_options);
     const std::string tool = AttachTool();
     // Each minivm-attach waits for its VM's Agent_OnAttach, which waits for
     // this collector's handshake: they run beside the loop, never before it.

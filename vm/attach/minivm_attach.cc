@@ -53,8 +53,8 @@ constexpr char kUsage[] =
 
 int Fail(const std::string& message, int code) {
   // One line, whatever the VM sent.
-  std::string line = absl::StrReplaceAll(
-      absl::StripTrailingAsciiWhitespace(message), {{"\n", "; "}});
+  std::string line =
+      absl::StrReplaceAll(absl::StripTrailingAsciiWhitespace(message), {{"\n", "; "}});
   std::fprintf(stderr, "minivm-attach: error: %s\n", line.c_str());
   return code;
 }
@@ -145,8 +145,8 @@ bool PrepareDirectory(uid_t vm_uid, std::string* error) {
 bool MakeTrigger(const std::string& trigger, std::string* error, bool* made) {
   *made = false;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    const int fd = open(trigger.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
-                        0600);
+    const int fd =
+        open(trigger.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0) {
       close(fd);
       *made = true;
@@ -238,8 +238,8 @@ int main(int argc, char** argv) {
     const std::string sigblk = StatusField(pid, "SigBlk");
     if (sigblk.empty()) return Fail(absl::StrCat("no process ", pid), 1);
     if (!absl::SimpleHexAtoi(sigblk, &blocked) || (blocked & (uint64_t{1} << (SIGQUIT - 1))) == 0) {
-      return Fail(absl::StrCat("process ", pid, " is not a minivm VM (it takes no attach requests)"),
-                  1);
+      return Fail(
+          absl::StrCat("process ", pid, " is not a minivm VM (it takes no attach requests)"), 1);
     }
     std::string error;
     if (!PrepareDirectory(vm_uid, &error)) return Fail(error, 1);

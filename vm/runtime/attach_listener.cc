@@ -57,8 +57,7 @@ bool PrivateDirectoryReady(const std::string& dir) {
   struct stat st;
   if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
       (st.st_mode & 077) != 0) {
-    Complain(absl::StrCat("refusing ", dir,
-                          ": not a folder owned by this user with mode 0700"));
+    Complain(absl::StrCat("refusing ", dir, ": not a folder owned by this user with mode 0700"));
     return false;
   }
   return true;
@@ -97,8 +96,7 @@ void SendAll(int fd, const std::string& data, Clock::time_point deadline) {
   size_t sent = 0;
   while (sent < data.size()) {
     if (!WaitFor(fd, POLLOUT, deadline)) return;
-    const ssize_t n =
-        send(fd, data.data() + sent, data.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+    const ssize_t n = send(fd, data.data() + sent, data.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
       return;
@@ -124,8 +122,8 @@ std::string ThreadDump(VM* vm) {
     std::string text = absl::StrCat("\"", t->name, "\" #", t->index, "\n");
     for (size_t i = 0; i < trace.frames.size(); ++i) {
       if (trace.omitted != 0 && i == kTraceInnermostFrames) {
-        absl::StrAppend(&text, "  ... ", trace.omitted,
-                        trace.omitted == 1 ? " frame" : " frames", " omitted\n");
+        absl::StrAppend(&text, "  ... ", trace.omitted, trace.omitted == 1 ? " frame" : " frames",
+                        " omitted\n");
       }
       const StackTraceEntry& e = trace.frames[i];
       absl::StrAppend(&text, "  at ", e.function, " (", program.path, ":", e.line, ")\n");
@@ -153,9 +151,9 @@ std::string HeapSummary(VM* vm, AttachAgentHost* host) {
                     " bytes used\n");
   }
   absl::StrAppend(&out, "collections: ", stats.minor_collections, " minor, ",
-                  stats.full_collections, " full (", heap->CollectionCount(),
-                  " in all); pauses ", stats.total_pause_ns / 1000, " us in all, longest ",
-                  stats.max_pause_ns / 1000, " us\n");
+                  stats.full_collections, " full (", heap->CollectionCount(), " in all); pauses ",
+                  stats.total_pause_ns / 1000, " us in all, longest ", stats.max_pause_ns / 1000,
+                  " us\n");
   absl::StrAppend(&out, "allocated: ", stats.bytes_allocated, " bytes in retired TLABs and ",
                   stats.large_objects_allocated, " large objects\n");
   if (host != nullptr) {
@@ -228,9 +226,8 @@ void Serve(int fd, uid_t self, uid_t test_uid) {
   const bool allowed = attach::PeerAllowed(cred.uid, self) &&
                        (test_uid == static_cast<uid_t>(-1) || cred.uid == test_uid);
   if (!allowed) {
-    answer(attach::kStatusError,
-           absl::StrCat("permission denied: user ", cred.uid, " may not attach to a VM of user ",
-                        self));
+    answer(attach::kStatusError, absl::StrCat("permission denied: user ", cred.uid,
+                                              " may not attach to a VM of user ", self));
     return;
   }
   char head[8];
@@ -244,9 +241,8 @@ void Serve(int fd, uid_t self, uid_t test_uid) {
   }
   const uint32_t size = attach::GetU32(reinterpret_cast<const unsigned char*>(head + 4));
   if (size > attach::kMaxRequestBytes) {
-    answer(attach::kStatusError,
-           absl::StrCat("malformed request: ", size, " bytes (at most ",
-                        attach::kMaxRequestBytes, ")"));
+    answer(attach::kStatusError, absl::StrCat("malformed request: ", size, " bytes (at most ",
+                                              attach::kMaxRequestBytes, ")"));
     return;
   }
   std::string payload(size, '\0');

@@ -65,7 +65,8 @@ bool ParseRequestPayload(std::string_view payload, std::string* command, std::st
     // Printable names only in the reply: the request may be anything.
     bool printable = name.size() <= 64;
     for (char c : name) printable = printable && c >= 0x21 && c <= 0x7e;
-    *error = printable ? absl::StrCat("unknown command '", std::string(name), "'") : "unknown command";
+    *error =
+        printable ? absl::StrCat("unknown command '", std::string(name), "'") : "unknown command";
     return false;
   }
   if (CommandTakesArgument(name) && (!*has_argument || arg.empty())) {

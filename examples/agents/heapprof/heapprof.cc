@@ -470,8 +470,7 @@ class Profiler {
 
   // A profile's comments: what wrote it, for which program, and how live
   // its in-use values are.
-  std::vector<std::string> ProfileComments(const std::string& what,
-                                           const std::string& live) const {
+  std::vector<std::string> ProfileComments(const std::string& what, const std::string& live) const {
     const agent::ProgramInfo& program = agent::CurrentProgram();
     std::vector<std::string> comments;
     comments.push_back("minivm heapprof, " + what);
@@ -945,9 +944,9 @@ VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void* reserved) {
       }
     } else {
       return agent::BadOption(kName, k, v,
-                              action == "dump"   ? "dump takes only file="
+                              action == "dump"  ? "dump takes only file="
                               : action == "set" ? "set takes only interval="
-                                                 : "stop takes no options");
+                                                : "stop takes no options");
     }
   }
   if (action == "dump") {

@@ -625,8 +625,9 @@ vmtiInt Start(vmtiVM* vm, char* options, bool live) {
   cb.SampledObjectAlloc = &JNI_Sample;
   cb.ObjectFree = &JNI_ObjectFree;
   cb.ObjectPromote = &JNI_ObjectPromote;
-  if (!remote->log().Check(env, (*env)->SetEventCallbacks(env, &cb, static_cast<vmtiInt>(sizeof cb)),
-                      "SetEventCallbacks")) {
+  if (!remote->log().Check(env,
+                           (*env)->SetEventCallbacks(env, &cb, static_cast<vmtiInt>(sizeof cb)),
+                           "SetEventCallbacks")) {
     return 1;
   }
   // With threads=, SampledObjectAlloc is enabled per thread from VMInit and
@@ -636,7 +637,7 @@ vmtiInt Start(vmtiVM* vm, char* options, bool live) {
   for (vmtiEvent e : {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH, VMTI_EVENT_OBJECT_FREE,
                       VMTI_EVENT_OBJECT_PROMOTE, per_thread}) {
     if (!remote->log().Check(env, (*env)->SetEventNotificationMode(env, VMTI_ENABLE, e, nullptr),
-                        "SetEventNotificationMode")) {
+                             "SetEventNotificationMode")) {
       return 1;
     }
   }
