@@ -20,6 +20,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "agent_api/environment.h"
+#include "agent_api/raw_monitors.h"
 #include "agent_api/tool_interface.h"
 #include "gc/heap.h"
 #include "vm/runtime/thread.h"
@@ -398,8 +399,7 @@ vmtiError ReadFrames(const VMThread* t, vmtiInt start_depth, vmtiInt max_frame_c
 // before every poll and blocking call, so a stopped thread's frames are what
 // it would report itself). fn must not allocate on the VM heap or block.
 void ForEachStoppedThread(Environment* e, absl::FunctionRef<void(VMThread*)> fn) {
-  VMThread* self = CurrentAgentThreadState().thread;
-  e->tool->vm()->heap()->RunAtSafepoint(self != nullptr ? &self->mutator : nullptr,
+  e->tool->vm()->heap()->RunAtSafepoint(RequesterMutator(),
                                         [&](gc::Mutator* m) { fn(VMThread::FromMutator(m)); });
 }
 
@@ -407,7 +407,9 @@ void ForEachStoppedThread(Environment* e, absl::FunctionRef<void(VMThread*)> fn)
 // detached) before the safepoint.
 template <typename F>
 vmtiError WithThreadStopped(Environment* e, VMThread* t, F&& read) {
-  if (t == CurrentAgentThreadState().thread) return read(t);
+  // An agent thread's frames are always none: nothing to stop it for (and
+  // it is no mutator, so no safepoint would find it).
+  if (t == CurrentAgentThreadState().thread || t->agent_thread) return read(t);
   vmtiError result = VMTI_ERROR_THREAD_NOT_ALIVE;
   ForEachStoppedThread(e, [&](VMThread* stopped) {
     if (stopped == t) result = read(t);
@@ -692,6 +694,53 @@ vmtiError GetTime(vmtiEnv* env, vmtiLong* nanos_ptr) {
   return VMTI_ERROR_NONE;
 }
 
+// ---- Agent threads and raw monitors (agent_threads.cc, raw_monitors.h) ----
+
+vmtiError RunAgentThread(vmtiEnv* env, const char* name, vmtiStartFunction proc, const void* arg,
+                         vmtiThread* thread_ptr) {
+  VMTI_ENTER(env, kLive, false);
+  VMTI_NOT_NULL(name);
+  VMTI_NOT_NULL(proc);
+  return e->tool->RunAgentThread(e, name, proc, arg, thread_ptr);
+}
+
+// Raw monitors work in every phase and inside GarbageCollectionStart/Finish
+// (restricted_ok), as in JVMTI; only creating one needs ONLOAD or LIVE.
+vmtiError CreateRawMonitor(vmtiEnv* env, const char* name, vmtiRawMonitorID* monitor_ptr) {
+  VMTI_ENTER(env, kOnload | kLive, true);
+  return CreateRawMonitorImpl(name, monitor_ptr);
+}
+
+vmtiError DestroyRawMonitor(vmtiEnv* env, vmtiRawMonitorID monitor) {
+  VMTI_ENTER(env, kAnyPhase, true);
+  return DestroyRawMonitorImpl(monitor);
+}
+
+vmtiError RawMonitorEnter(vmtiEnv* env, vmtiRawMonitorID monitor) {
+  VMTI_ENTER(env, kAnyPhase, true);
+  return RawMonitorEnterImpl(monitor);
+}
+
+vmtiError RawMonitorExit(vmtiEnv* env, vmtiRawMonitorID monitor) {
+  VMTI_ENTER(env, kAnyPhase, true);
+  return RawMonitorExitImpl(monitor);
+}
+
+vmtiError RawMonitorWait(vmtiEnv* env, vmtiRawMonitorID monitor, vmtiLong millis) {
+  VMTI_ENTER(env, kAnyPhase, true);
+  return RawMonitorWaitImpl(monitor, millis);
+}
+
+vmtiError RawMonitorNotify(vmtiEnv* env, vmtiRawMonitorID monitor) {
+  VMTI_ENTER(env, kAnyPhase, true);
+  return RawMonitorNotifyImpl(monitor, /*all=*/false);
+}
+
+vmtiError RawMonitorNotifyAll(vmtiEnv* env, vmtiRawMonitorID monitor) {
+  VMTI_ENTER(env, kAnyPhase, true);
+  return RawMonitorNotifyImpl(monitor, /*all=*/true);
+}
+
 constexpr vmtiInterface_1 kTable = {
     &GetVersionNumber,
     &GetPhase,
@@ -733,10 +782,18 @@ constexpr vmtiInterface_1 kTable = {
     &GetFrameCount,
     &GetAllStackTraces,
     &GetThreadListStackTraces,
+    &RunAgentThread,
+    &CreateRawMonitor,
+    &DestroyRawMonitor,
+    &RawMonitorEnter,
+    &RawMonitorExit,
+    &RawMonitorWait,
+    &RawMonitorNotify,
+    &RawMonitorNotifyAll,
 };
 // Slots are ABI and the table only grows at its end: a function added to
 // vmti.h must be added here, last, and this count with it.
-constexpr size_t kSlots = 40;
+constexpr size_t kSlots = 48;
 static_assert(sizeof(vmtiInterface_1) == kSlots * sizeof(void*), "vmti.h and kTable disagree");
 
 }  // namespace

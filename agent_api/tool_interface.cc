@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent_api/functions.h"
+#include "agent_api/raw_monitors.h"
 #include "gc/heap.h"
 #include "vm/runtime/thread.h"
 #include "vm/runtime/vm.h"
@@ -48,6 +49,16 @@ vmtiThread AsHandle(VMThread* t) { return reinterpret_cast<vmtiThread>(t); }
 }  // namespace
 
 AgentThreadState& CurrentAgentThreadState() { return tls_state; }
+
+gc::Mutator* RequesterMutator() {
+  VMThread* t = tls_state.thread;
+  return t != nullptr && !t->agent_thread ? &t->mutator : nullptr;
+}
+
+bool ToolInterface::EventsStoppedHere() const {
+  return dying_.load(std::memory_order_acquire) &&
+         dying_os_thread_.load(std::memory_order_acquire) != std::this_thread::get_id();
+}
 
 ToolInterface::ToolInterface() : interval_(gc::kDefaultSamplingInterval) {
   vm_functions_ = vmtiVMInterface{nullptr, nullptr, nullptr, &VmGetEnv};
@@ -231,8 +242,7 @@ void ToolInterface::ReconfigureSampling() {
   // No lock here: a mutator waiting on a mutex could neither poll nor count
   // as blocked, and would stall the safepoint. Concurrent calls serialise in
   // the safepoint protocol, and each evaluates the settings current then.
-  VMThread* self = CurrentAgentThreadState().thread;
-  vm_->heap()->ReconfigureSampling(self != nullptr ? &self->mutator : nullptr, interval());
+  vm_->heap()->ReconfigureSampling(RequesterMutator(), interval());
 }
 
 vmtiError ToolInterface::ResolveThread(vmtiThread handle, VMThread** out) {
@@ -264,13 +274,10 @@ uint64_t ToolInterface::CollectionEpoch() const { return vm_->heap()->Collection
 gc::WeakTable& ToolInterface::weak_table() { return vm_->heap()->weak_table(); }
 
 bool ToolInterface::ForceGarbageCollection() {
-  VMThread* self = CurrentAgentThreadState().thread;
-  // When the dying thread is not a VM thread (a signal's shutdown), both are
-  // null for every agent thread too: the safepoint then tells the dying OS
-  // thread from the others (SafepointManager::Begin), and no collection runs.
-  if (dying_.load(std::memory_order_acquire) && self != dying_thread_.load()) return false;
-  return vm_->heap()->CollectGarbage(self != nullptr ? &self->mutator : nullptr,
-                                     gc::GcCause::kExplicit);
+  // Told apart by OS thread: when the dying thread is not a VM thread (a
+  // signal's shutdown), native threads have no VMThread either.
+  if (EventsStoppedHere()) return false;
+  return vm_->heap()->CollectGarbage(RequesterMutator(), gc::GcCause::kExplicit);
 }
 
 vmtiWeak ToolInterface::NewWeakRef(gc::Object* obj) {
@@ -316,8 +323,11 @@ void ToolInterface::OnVMInit(VMThread* main) {
 
 void ToolInterface::OnVMDeath(VMThread* current) {
   if (current != nullptr) CurrentAgentThreadState().thread = current;
-  dying_thread_.store(current);
+  dying_os_thread_.store(std::this_thread::get_id(), std::memory_order_release);
   dying_.store(true, std::memory_order_release);
+  // Agent threads waiting on raw monitors learn that the VM is ending
+  // (VMTI_ERROR_INTERRUPT) and may leave; VMDeath does not wait for them.
+  InterruptAgentThreadWaits();
   for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
     Environment* env = EnvironmentAt(i);
     if (!env->ShouldPost(VMTI_EVENT_VM_DEATH, current)) continue;
@@ -330,7 +340,7 @@ void ToolInterface::OnVMDeath(VMThread* current) {
 
 void ToolInterface::OnThreadStart(VMThread* thread) {
   CurrentAgentThreadState().thread = thread;
-  if (phase() != VMTI_PHASE_LIVE) return;
+  if (phase() != VMTI_PHASE_LIVE || EventsStoppedHere()) return;
   for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
     Environment* env = EnvironmentAt(i);
     if (!env->ShouldPost(VMTI_EVENT_THREAD_START, thread)) continue;
@@ -342,7 +352,7 @@ void ToolInterface::OnThreadEnd(VMThread* thread) {
   // Set here too: a thread that started before an agent attached never saw
   // OnThreadStart.
   CurrentAgentThreadState().thread = thread;
-  if (phase() == VMTI_PHASE_LIVE) {
+  if (phase() == VMTI_PHASE_LIVE && !EventsStoppedHere()) {
     for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
       Environment* env = EnvironmentAt(i);
       if (!env->ShouldPost(VMTI_EVENT_THREAD_END, thread)) continue;
@@ -435,7 +445,9 @@ void ToolInterface::DeliverWeakEvent(const gc::WeakEvent& e) {
   Environment* env = EnvironmentAt(static_cast<size_t>(env_id));
   const uint64_t record = CookieRecord(e.cookie);
   const VMThread* thread = CurrentAgentThreadState().thread;
-  const bool live = phase() == VMTI_PHASE_LIVE && !env->disposed.load();
+  // An agent thread's collection may deliver while VMDeath runs elsewhere:
+  // VMDeath stays the last event.
+  const bool live = phase() == VMTI_PHASE_LIVE && !env->disposed.load() && !EventsStoppedHere();
   if (e.kind == gc::WeakEventKind::kPromoted) {
     std::optional<int64_t> tag = env->tags.OnPromoted(record);
     if (!tag || !live) return;

@@ -34,7 +34,14 @@
 //    re-configuring sampling is a no-op, and ForceGarbageCollection works only
 //    on the dying thread (any other caller, such as an agent's own thread,
 //    would wait forever for a safepoint that cannot start).
-// 7. Attach. An agent may be loaded into the running VM
+// 7. Agent threads (RunAgentThread, agent_threads.cc) are VM threads to the
+//    agent API (handles, names, ThreadStart/ThreadEnd, per-thread events)
+//    but outsiders to the heap: never attached, so never waited for by a
+//    safepoint; their heap requests (collections, safepoint operations) are
+//    made as a non-mutator's (RequesterMutator). Once VM death begins no
+//    event is posted from any thread but the dying one (EventsStoppedHere),
+//    and their RawMonitorWaits are interrupted (raw_monitors.h).
+// 8. Attach. An agent may be loaded into the running VM
 //    (vm/runtime/attach_listener.h). If no agent was loaded at start-up, the
 //    ToolInterface is made then and AttachLive registers it in phase LIVE
 //    (no VMInit is posted); threads already running get ThreadEnd but no
@@ -47,6 +54,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -79,6 +87,10 @@ struct AgentThreadState {
   int restricted_depth = 0;          // inside GarbageCollectionStart/Finish
 };
 AgentThreadState& CurrentAgentThreadState();
+// The calling thread's mutator if it is a VM thread attached to the heap,
+// else null (agent threads and native threads; design point 7): the
+// requester to name in heap calls that may start a safepoint.
+gc::Mutator* RequesterMutator();
 
 class ToolInterface final : public ToolHooks,
                             public gc::SampleObserver,
@@ -97,7 +109,7 @@ class ToolInterface final : public ToolHooks,
   absl::Status LoadAgents(const std::vector<std::string>& agent_options);
   // Registers with the VM and its heap. Call once, after VM::Create.
   void AttachVm(VM* vm);
-  // For a ToolInterface made while the VM runs (attach, design point 7):
+  // For a ToolInterface made while the VM runs (attach, design point 8):
   // registers with the running VM directly in the LIVE phase. False (and
   // nothing registered with the VM) before the VM started or once it ends.
   bool AttachLive(VM* vm);
@@ -132,6 +144,11 @@ class ToolInterface final : public ToolHooks,
   // it is ending: every other thread is stopped for good by then.
   bool ForceGarbageCollection();
 
+  // RunAgentThread: starts `proc(env, arg)` on a new agent thread named
+  // `name` (design point 7). Arguments are checked by the caller.
+  vmtiError RunAgentThread(Environment* env, const char* name, vmtiStartFunction proc,
+                           const void* arg, vmtiThread* thread_ptr);
+
   // Weak references made with NewWeakRef (no events).
   vmtiWeak NewWeakRef(gc::Object* obj);
   bool ValidWeakRef(vmtiWeak weak);
@@ -162,6 +179,9 @@ class ToolInterface final : public ToolHooks,
   void DeliverWeakEvent(const gc::WeakEvent& e);
   // GarbageCollectionStart/Finish to every environment that wants it.
   void PostGcEvent(vmtiEvent event);
+  // True once VM death began, on every thread but the one posting VMDeath:
+  // no event may be posted there any more (design points 6 and 7).
+  bool EventsStoppedHere() const;
 
   vmtiVMInterface vm_functions_;
   struct VmHandle {
@@ -182,7 +202,8 @@ class ToolInterface final : public ToolHooks,
   VM* vm_ = nullptr;
   std::atomic<vmtiPhase> phase_{VMTI_PHASE_ONLOAD};
   std::atomic<bool> dying_{false};
-  std::atomic<VMThread*> dying_thread_{nullptr};
+  // The OS thread posting VMDeath (it may be no VM thread: a signal's).
+  std::atomic<std::thread::id> dying_os_thread_{};
   std::atomic<int32_t> interval_;
 
   mutable gc::Mutex envs_mu_;

@@ -130,6 +130,56 @@ class Spec:
         self.problems = []        # malformed directives
 
 
+def _runtime_error(spec, m, lineno):
+    if spec.runtime_error is not None:
+        spec.problems.append(f"line {lineno}: second `expect runtime error`")
+    spec.runtime_error = m.group(1)
+
+
+def _redirect(spec, m, lineno):
+    spec.redirect[m.group(1)] = m.group(2)
+    if m.group(1) == "stdout":
+        spec.stdout_unchecked = True
+
+
+def _malformed(what):
+    return lambda spec, m, lineno: spec.problems.append(f"line {lineno}: malformed `{what}`")
+
+
+# The directives, in the order they are tried on a line that has `//`: the
+# first pattern that matches applies its action (spec, match, line number).
+# A malformed directive is matched by a looser pattern after the strict one.
+DIRECTIVES = [
+    (EXPECT_RE, lambda spec, m, lineno: spec.stdout.append(m.group(1))),
+    (RUNTIME_ERROR_RE, _runtime_error),
+    (TRACE_RE, lambda spec, m, lineno: spec.traces.append(
+        (m.group(1), m.group(2), int(m.group(3))))),
+    (re.compile(r"//\s*expect trace:"), _malformed("expect trace")),
+    (ERROR_LINE_RE, lambda spec, m, lineno: spec.compile_errors.append(
+        (int(m.group(1)), m.group(2) or None))),
+    (ERROR_HERE_RE, lambda spec, m, lineno: spec.compile_errors.append(
+        (lineno, m.group(1) or None))),
+    (EXIT_RE, lambda spec, m, lineno: setattr(spec, "exit_code", int(m.group(1)))),
+    (STDERR_RE, lambda spec, m, lineno: spec.stderr_contains.append(m.group(1))),
+    (OUTPUT_RE, lambda spec, m, lineno: spec.output_contains.append(m.group(1))),
+    (STDERR_LINES_RE, lambda spec, m, lineno: setattr(spec, "stderr_lines", int(m.group(1)))),
+    (NO_LINE_RE, lambda spec, m, lineno: spec.stdout_lacks.append(m.group(1))),
+    (UNCHECKED_RE, lambda spec, m, lineno: setattr(spec, "stdout_unchecked", True)),
+    (RUNS_RE, lambda spec, m, lineno: setattr(spec, "runs", max(1, int(m.group(1))))),
+    (ARGS_RE, lambda spec, m, lineno: spec.args.extend(shlex.split(m.group(1)))),
+    (AGENT_RE, lambda spec, m, lineno: spec.agents.append(m.group(1))),
+    (OPTIONS_RE, lambda spec, m, lineno: spec.options.extend(shlex.split(m.group(1)))),
+    (NO_FILE_RE, lambda spec, m, lineno: setattr(spec, "no_file", True)),
+    (REDIRECT_RE, _redirect),
+    (LIMIT_AS_RE, lambda spec, m, lineno: setattr(
+        spec, "limit_as",
+        int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2).lower()])),
+    (re.compile(r"//\s*address space limit:"), _malformed("address space limit")),
+    (SKIP_RE, lambda spec, m, lineno: setattr(spec, "skip", m.group(1) or "skipped")),
+]
+UNRECOGNISED_RE = re.compile(r"//\s*expect\b")
+
+
 def parse_spec(path):
     spec = Spec(path)
     with open(path, "rb") as f:
@@ -138,92 +188,14 @@ def parse_spec(path):
         line = line.rstrip("\r")
         if "//" not in line:
             continue
-        m = EXPECT_RE.search(line)
-        if m:
-            spec.stdout.append(m.group(1))
-            continue
-        m = RUNTIME_ERROR_RE.search(line)
-        if m:
-            if spec.runtime_error is not None:
-                spec.problems.append(f"line {lineno}: second `expect runtime error`")
-            spec.runtime_error = m.group(1)
-            continue
-        m = TRACE_RE.search(line)
-        if m:
-            spec.traces.append((m.group(1), m.group(2), int(m.group(3))))
-            continue
-        if re.search(r"//\s*expect trace:", line):
-            spec.problems.append(f"line {lineno}: malformed `expect trace`")
-            continue
-        m = ERROR_LINE_RE.search(line)
-        if m:
-            spec.compile_errors.append((int(m.group(1)), m.group(2) or None))
-            continue
-        m = ERROR_HERE_RE.search(line)
-        if m:
-            spec.compile_errors.append((lineno, m.group(1) or None))
-            continue
-        m = EXIT_RE.search(line)
-        if m:
-            spec.exit_code = int(m.group(1))
-            continue
-        m = STDERR_RE.search(line)
-        if m:
-            spec.stderr_contains.append(m.group(1))
-            continue
-        m = OUTPUT_RE.search(line)
-        if m:
-            spec.output_contains.append(m.group(1))
-            continue
-        m = STDERR_LINES_RE.search(line)
-        if m:
-            spec.stderr_lines = int(m.group(1))
-            continue
-        m = NO_LINE_RE.search(line)
-        if m:
-            spec.stdout_lacks.append(m.group(1))
-            continue
-        if UNCHECKED_RE.search(line):
-            spec.stdout_unchecked = True
-            continue
-        m = RUNS_RE.search(line)
-        if m:
-            spec.runs = max(1, int(m.group(1)))
-            continue
-        m = ARGS_RE.search(line)
-        if m:
-            spec.args += shlex.split(m.group(1))
-            continue
-        m = AGENT_RE.search(line)
-        if m:
-            spec.agents.append(m.group(1))
-            continue
-        m = OPTIONS_RE.search(line)
-        if m:
-            spec.options += shlex.split(m.group(1))
-            continue
-        if NO_FILE_RE.search(line):
-            spec.no_file = True
-            continue
-        m = REDIRECT_RE.search(line)
-        if m:
-            spec.redirect[m.group(1)] = m.group(2)
-            if m.group(1) == "stdout":
-                spec.stdout_unchecked = True
-            continue
-        m = LIMIT_AS_RE.search(line)
-        if m:
-            spec.limit_as = int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2).lower()]
-            continue
-        if re.search(r"//\s*address space limit:", line):
-            spec.problems.append(f"line {lineno}: malformed `address space limit`")
-            continue
-        m = SKIP_RE.search(line)
-        if m:
-            spec.skip = m.group(1) or "skipped"
-            continue
-        if re.search(r"//\s*expect\b", line):
-            spec.problems.append(f"line {lineno}: unrecognised expectation: {line.strip()}")
+        for pattern, action in DIRECTIVES:
+            m = pattern.search(line)
+            if m:
+                action(spec, m, lineno)
+                break
+        else:
+            if UNRECOGNISED_RE.search(line):
+                spec.problems.append(f"line {lineno}: unrecognised expectation: {line.strip()}")
     if spec.runtime_error is not None and spec.compile_errors:
         spec.problems.append("both a runtime error and compile errors are expected")
     return spec

@@ -1952,6 +1952,31 @@ def vm_signal_at_startup():
 
 
 @test
+def vm_signal_agent_thread():
+    """SIGTERM (and SIGINT) while the heapsampler test agent's sweeper, an
+    agent thread (RunAgentThread), forces collections and sample callbacks
+    wait on its raw monitor for them: VMDeath, on the signal thread, stops
+    the sweeper through the monitor (its wait returns INTERRUPT or it is
+    told), forces a last collection and reports. Exit 143 (130), the
+    agent's verdict PASS, never a hang."""
+    need_vm()
+    hs = need_test_agent("heapsampler")
+    for sig, code in SIGNAL_CODES:
+        r = Signalled([*SIGNAL_OPTS, f"{hs}=interval=4096,gc_every=50,wait_every=70", FOREVER, "3"],
+                      f"vm_sig_agent_thread_{code}")
+        # Twenty collections: over 70 samples whichever caused them, so at
+        # least one callback has waited for the sweeper's collection.
+        r.wait_for(GC_LINE, count=20)
+        r.send(sig)
+        got = r.finish()
+        out = re.sub(r"^line \d+\n", "", r.stdout(), flags=re.M)
+        check(got == code, f"{sig.name}: exit code {got}, want {code}\n{r.stderr()[-2000:]}")
+        check("PASS heapsampler\n" in out, f"{sig.name}: stdout {out!r}")
+        check(re.search(r"callbacks: waited for a collection ([1-9]\d*), handles ok \1\n", out),
+              f"{sig.name}: no callback waited for a collection: {out!r}")
+
+
+@test
 def vm_agent_path_search():
     """MINIVM_AGENT_PATH: a colon-separated list searched in order for
     -agentlib:NAME, then the VM's own agent folder."""

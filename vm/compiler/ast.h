@@ -1,4 +1,4 @@
-// The syntax tree the parser builds and the code generator walks.
+// The syntax tree the parser builds and the bytecode generator walks.
 //
 // Nodes live in an arena owned by the Module and point at each other with
 // raw pointers. This matters for robustness, not just speed: a left-nested

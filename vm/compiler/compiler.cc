@@ -1,7 +1,7 @@
 // Compile(): parse, then a declaration pass that gives every class, function
 // and global its index (so that any of them may be used before it is
-// declared), then code generation for each function and for the global
-// initialisers.
+// declared), then bytecode generation (bytecode_generator.h) for each
+// function and for the global initialisers.
 #include "vm/compiler/compiler.h"
 
 #include <algorithm>
@@ -13,7 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "vm/bytecode/builtins.h"
 #include "vm/compiler/ast.h"
-#include "vm/compiler/codegen.h"
+#include "vm/compiler/bytecode_generator.h"
 #include "vm/compiler/parser.h"
 
 namespace minivm {

@@ -24,54 +24,12 @@ void Emitter::Put(const void* bytes, size_t n) {
   fn_->code.insert(fn_->code.end(), p, p + n);
 }
 
-void Emitter::Emit(Opcode op) { End(Begin(op)); }
-
-void Emitter::EmitU16(Opcode op, uint16_t a) {
-  const size_t start = Begin(op);
-  Put(&a, sizeof a);
-  End(start);
-}
-
-void Emitter::EmitU32(Opcode op, uint32_t a) {
-  const size_t start = Begin(op);
-  Put(&a, sizeof a);
-  End(start);
-}
-
-void Emitter::EmitU32U32(Opcode op, uint32_t a, uint32_t b) {
-  const size_t start = Begin(op);
-  Put(&a, sizeof a);
-  Put(&b, sizeof b);
-  End(start);
-}
-
-void Emitter::EmitU32U8(Opcode op, uint32_t a, uint8_t b) {
-  const size_t start = Begin(op);
-  Put(&a, sizeof a);
-  Put(&b, sizeof b);
-  End(start);
-}
-
-void Emitter::EmitU8U8(Opcode op, uint8_t a, uint8_t b) {
-  const size_t start = Begin(op);
-  Put(&a, sizeof a);
-  Put(&b, sizeof b);
-  End(start);
-}
-
 void Emitter::EmitPushInt(int64_t value) {
-  const size_t start = Begin(Opcode::PUSH_INT);
-  const uint64_t bits = gc::Value::Int(value).bits();
-  Put(&bits, sizeof bits);
-  End(start);
+  EmitOperands(Opcode::PUSH_INT, gc::Value::Int(value).bits());
 }
 
 size_t Emitter::EmitJump(Opcode op) {
-  const size_t start = Begin(op);
-  const int32_t placeholder = 0;
-  Put(&placeholder, sizeof placeholder);
-  End(start);
-  return start + 1;
+  return EmitOperands(op, int32_t{0}) + 1;  // the offset, patched later
 }
 
 void Emitter::PatchJump(size_t handle) {
@@ -83,11 +41,9 @@ void Emitter::PatchJump(size_t handle) {
 }
 
 void Emitter::EmitLoop(size_t target) {
-  const size_t start = Begin(Opcode::LOOP);
-  const auto offset =
-      static_cast<int32_t>(static_cast<int64_t>(target) - static_cast<int64_t>(start + 5));
-  Put(&offset, sizeof offset);
-  End(start);
+  const size_t next = offset() + OpcodeLength(Opcode::LOOP);
+  EmitOperands(Opcode::LOOP,
+               static_cast<int32_t>(static_cast<int64_t>(target) - static_cast<int64_t>(next)));
 }
 
 }  // namespace minivm::compiler

@@ -20,12 +20,13 @@ class Emitter {
   void set_line(int line) { line_ = line; }
   int line() const { return line_; }
 
-  void Emit(Opcode op);
-  void EmitU16(Opcode op, uint16_t a);
-  void EmitU32(Opcode op, uint32_t a);
-  void EmitU32U32(Opcode op, uint32_t a, uint32_t b);
-  void EmitU32U8(Opcode op, uint32_t a, uint8_t b);
-  void EmitU8U8(Opcode op, uint8_t a, uint8_t b);
+  // An instruction and its operands; the name gives the operand widths.
+  void Emit(Opcode op) { EmitOperands(op); }
+  void EmitU16(Opcode op, uint16_t a) { EmitOperands(op, a); }
+  void EmitU32(Opcode op, uint32_t a) { EmitOperands(op, a); }
+  void EmitU32U32(Opcode op, uint32_t a, uint32_t b) { EmitOperands(op, a, b); }
+  void EmitU32U8(Opcode op, uint32_t a, uint8_t b) { EmitOperands(op, a, b); }
+  void EmitU8U8(Opcode op, uint8_t a, uint8_t b) { EmitOperands(op, a, b); }
   void EmitPushInt(int64_t value);
 
   // A forward jump (JUMP or JUMP_IF_FALSE) whose target is set later by
@@ -52,6 +53,15 @@ class Emitter {
   size_t Begin(Opcode op);  // records the line, writes the opcode
   void End(size_t start);   // applies the stack effect
   void Put(const void* bytes, size_t n);
+  // Writes `op` and its operands, each in the width of its type (the typed
+  // public wrappers fix the widths), and applies the stack effect.
+  template <typename... Operands>
+  size_t EmitOperands(Opcode op, Operands... operands) {
+    const size_t start = Begin(op);
+    (Put(&operands, sizeof operands), ...);
+    End(start);
+    return start;
+  }
 
   Function* fn_;
   int line_ = 0;

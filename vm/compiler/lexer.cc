@@ -1,6 +1,9 @@
 #include "vm/compiler/lexer.h"
 
+#include <cctype>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -59,38 +62,41 @@ constexpr Keyword kKeywords[] = {
     {"spawn", TokenKind::kSpawn},
 };
 
+// The character the escape `\e` stands for in a string; nullopt if none.
+std::optional<char> Unescape(char e) {
+  constexpr std::pair<char, char> kEscapes[] = {{'n', '\n'}, {'t', '\t'}, {'"', '"'}, {'\\', '\\'}};
+  for (const auto& [escape, c] : kEscapes) {
+    if (escape == e) return c;
+  }
+  return std::nullopt;
+}
+
+// Every token with a fixed spelling (MINIVM_TOKENS); the punctuation among
+// them is what MatchPunctuation looks for.
+constexpr std::pair<std::string_view, TokenKind> kSpelledTokens[] = {
+#define MINIVM_SPELLED_TOKEN(name, spelling) {spelling, TokenKind::name},
+    MINIVM_TOKENS(MINIVM_SPELLED_TOKEN)
+#undef MINIVM_SPELLED_TOKEN
+};
+
+// The punctuation token `rest` starts with and its length, the longest one
+// ("<=" rather than "<"); length 0 if none. A lone '&' or '|' is none.
+std::pair<TokenKind, size_t> MatchPunctuation(std::string_view rest) {
+  std::pair<TokenKind, size_t> best = {TokenKind::kError, 0};
+  for (const auto& [spelling, kind] : kSpelledTokens) {
+    if (std::ispunct(static_cast<unsigned char>(spelling[0])) && spelling.size() > best.second &&
+        rest.starts_with(spelling)) {
+      best = {kind, spelling.size()};
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 bool CanStartToken(char c) {
-  if (IsIdentChar(c)) return true;
-  switch (c) {
-    case '(':
-    case ')':
-    case '{':
-    case '}':
-    case '[':
-    case ']':
-    case ',':
-    case ';':
-    case '.':
-    case '+':
-    case '-':
-    case '*':
-    case '/':
-    case '%':
-    case '!':
-    case '=':
-    case '<':
-    case '>':
-    case '"':
-    case ' ':
-    case '\t':
-    case '\r':
-    case '\n':
-      return true;
-    default:
-      return false;
-  }
+  return IsIdentChar(c) || c == '"' || c == ' ' || c == '\t' || c == '\r' || c == '\n' ||
+         MatchPunctuation(std::string_view(&c, 1)).second > 0;
 }
 
 Lexer::Lexer(std::string_view source, std::vector<Diagnostic>* diagnostics)
@@ -140,93 +146,13 @@ Token Lexer::Next() {
     LexIdentifier(&token);
   } else if (c == '"') {
     LexString(&token);
+  } else if (const auto [kind, length] = MatchPunctuation(source_.substr(pos_)); length > 0) {
+    for (size_t i = 0; i < length; ++i) Advance();
+    token.kind = kind;
   } else {
-    auto two = [&](char second, TokenKind both, TokenKind one) {
-      Advance();
-      if (Peek() == second && !AtEnd()) {
-        Advance();
-        token.kind = both;
-      } else {
-        token.kind = one;
-      }
-    };
     switch (c) {
-      case '(':
-        Advance();
-        token.kind = TokenKind::kLParen;
-        break;
-      case ')':
-        Advance();
-        token.kind = TokenKind::kRParen;
-        break;
-      case '{':
-        Advance();
-        token.kind = TokenKind::kLBrace;
-        break;
-      case '}':
-        Advance();
-        token.kind = TokenKind::kRBrace;
-        break;
-      case '[':
-        Advance();
-        token.kind = TokenKind::kLBracket;
-        break;
-      case ']':
-        Advance();
-        token.kind = TokenKind::kRBracket;
-        break;
-      case ',':
-        Advance();
-        token.kind = TokenKind::kComma;
-        break;
-      case ';':
-        Advance();
-        token.kind = TokenKind::kSemicolon;
-        break;
-      case '.':
-        Advance();
-        token.kind = TokenKind::kDot;
-        break;
-      case '+':
-        Advance();
-        token.kind = TokenKind::kPlus;
-        break;
-      case '-':
-        Advance();
-        token.kind = TokenKind::kMinus;
-        break;
-      case '*':
-        Advance();
-        token.kind = TokenKind::kStar;
-        break;
-      case '/':
-        Advance();
-        token.kind = TokenKind::kSlash;
-        break;
-      case '%':
-        Advance();
-        token.kind = TokenKind::kPercent;
-        break;
-      case '!':
-        two('=', TokenKind::kNe, TokenKind::kBang);
-        break;
-      case '=':
-        two('=', TokenKind::kEq, TokenKind::kAssign);
-        break;
-      case '<':
-        two('=', TokenKind::kLe, TokenKind::kLt);
-        break;
-      case '>':
-        two('=', TokenKind::kGe, TokenKind::kGt);
-        break;
       case '&':
-      case '|':
-        if (Peek(1) == c) {
-          Advance();
-          Advance();
-          token.kind = c == '&' ? TokenKind::kAndAnd : TokenKind::kOrOr;
-          break;
-        }
+      case '|':  // "&&" and "||" are punctuation; a lone one is a mistake
         Advance();
         token.kind = TokenKind::kError;
         Error(token.line, token.column,
@@ -341,22 +267,10 @@ void Lexer::LexString(Token* token) {
       if (AtEnd() || Peek() == '\n') continue;  // reported as unterminated
       const char e = Peek();
       Advance();
-      switch (e) {
-        case 'n':
-          value.push_back('\n');
-          break;
-        case 't':
-          value.push_back('\t');
-          break;
-        case '"':
-          value.push_back('"');
-          break;
-        case '\\':
-          value.push_back('\\');
-          break;
-        default:
-          Error(line, column, absl::StrCat("invalid escape '\\", ShowByte(e), "'"));
-          break;
+      if (const std::optional<char> unescaped = Unescape(e)) {
+        value.push_back(*unescaped);
+      } else {
+        Error(line, column, absl::StrCat("invalid escape '\\", ShowByte(e), "'"));
       }
       continue;
     }

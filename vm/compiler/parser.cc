@@ -171,16 +171,8 @@ void Parser::ParseDeclaration() {
 
 void Parser::ParseClass() {
   Module& m = result_.module;
-  const Pos pos = CurrentPos();
-  Advance();  // class
-  if (!Check(TokenKind::kIdentifier)) {
-    MissingName("expected class name after 'class'");
-    return;
-  }
   ClassDecl decl;
-  decl.pos = pos;
-  decl.name = Name{std::string(current_.text), CurrentPos()};
-  Advance();
+  if (!ParseDeclHead(&decl, "expected class name after 'class'")) return;
   // Recorded even if the body is malformed, so `new C()` resolves.
   auto record = [&] {
     m.decls.push_back(Decl{DeclKind::kClass, m.classes.size()});
@@ -229,16 +221,8 @@ void Parser::SkipClassBody() {
 
 void Parser::ParseFunction() {
   Module& m = result_.module;
-  const Pos pos = CurrentPos();
-  Advance();  // fn
-  if (!Check(TokenKind::kIdentifier)) {
-    MissingName("expected function name after 'fn'");
-    return;
-  }
   FnDecl decl;
-  decl.pos = pos;
-  decl.name = Name{std::string(current_.text), CurrentPos()};
-  Advance();
+  if (!ParseDeclHead(&decl, "expected function name after 'fn'")) return;
   const size_t index = m.functions.size();
   m.decls.push_back(Decl{DeclKind::kFn, index});
   m.functions.push_back(std::move(decl));
@@ -268,16 +252,8 @@ void Parser::ParseFunction() {
 
 void Parser::ParseGlobal() {
   Module& m = result_.module;
-  const Pos pos = CurrentPos();
-  Advance();  // var
-  if (!Check(TokenKind::kIdentifier)) {
-    MissingName("expected variable name after 'var'");
-    return;
-  }
   GlobalDecl decl;
-  decl.pos = pos;
-  decl.name = Name{std::string(current_.text), CurrentPos()};
-  Advance();
+  if (!ParseDeclHead(&decl, "expected variable name after 'var'")) return;
   if (Match(TokenKind::kAssign)) decl.init = ParseExpression();
   m.decls.push_back(Decl{DeclKind::kGlobal, m.globals.size()});
   m.globals.push_back(std::move(decl));

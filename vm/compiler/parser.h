@@ -82,6 +82,21 @@ class Parser {
 
   // Declarations.
   void ParseDeclaration();
+  // `keyword name`, the start of every declaration: fills the declaration's
+  // pos (the keyword's) and name; false, with the error reported, if the
+  // name is missing.
+  template <typename Decl>
+  bool ParseDeclHead(Decl* decl, std::string_view missing_name_message) {
+    decl->pos = CurrentPos();
+    Advance();  // the keyword
+    if (!Check(TokenKind::kIdentifier)) {
+      MissingName(missing_name_message);
+      return false;
+    }
+    decl->name = Name{std::string(current_.text), CurrentPos()};
+    Advance();
+    return true;
+  }
   void ParseClass();
   void SkipClassBody();
   void ParseFunction();

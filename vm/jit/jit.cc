@@ -5,7 +5,7 @@
 //  1. One LLVM module (and context) per Function: a failure stays local to
 //     its Function, compile time is measured per Function, and compiling one
 //     never waits for another. Calls between compiled Functions go through
-//     Function::jit_code (codegen.cc, design 8), so modules never reference
+//     Function::jit_code (ir_generator.cc, design 8), so modules never reference
 //     each other's symbols.
 //  2. Optimisation: LLVM's standard per-module pipeline at -O2 (SROA/mem2reg
 //     turn the slot allocas into registers; GVN, LICM and instcombine clean
@@ -47,7 +47,7 @@
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
-#include "vm/jit/codegen.h"
+#include "vm/jit/ir_generator.h"
 #include "vm/jit/runtime.h"
 #include "vm/runtime/thread.h"
 

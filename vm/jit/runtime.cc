@@ -74,16 +74,12 @@ void minivm_jit_stack_overflow(VMThread* t, int32_t frames) noexcept {
 namespace minivm::jit {
 
 std::vector<RuntimeSymbol> RuntimeSymbols() {
-#define MINIVM_SYMBOL(name) RuntimeSymbol{#name, reinterpret_cast<void*>(&name)}
   return {
-      MINIVM_SYMBOL(minivm_jit_poll),        MINIVM_SYMBOL(minivm_jit_new),
-      MINIVM_SYMBOL(minivm_jit_binary),      MINIVM_SYMBOL(minivm_jit_equal),
-      MINIVM_SYMBOL(minivm_jit_neg_type),    MINIVM_SYMBOL(minivm_jit_field_slot),
-      MINIVM_SYMBOL(minivm_jit_get_index),   MINIVM_SYMBOL(minivm_jit_set_index),
-      MINIVM_SYMBOL(minivm_jit_builtin),     MINIVM_SYMBOL(minivm_jit_spawn),
-      MINIVM_SYMBOL(minivm_jit_call_interpreted), MINIVM_SYMBOL(minivm_jit_stack_overflow),
+#define MINIVM_JIT_SYMBOL(id, symbol, ret, params) \
+  RuntimeSymbol{#symbol, reinterpret_cast<void*>(&symbol)},
+      MINIVM_JIT_RUNTIME(MINIVM_JIT_SYMBOL)
+#undef MINIVM_JIT_SYMBOL
   };
-#undef MINIVM_SYMBOL
 }
 
 }  // namespace minivm::jit

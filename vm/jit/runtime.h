@@ -3,7 +3,7 @@
 // heap's allocation slow path, safepoint polls, built-ins, SPAWN and calls
 // into the interpreter.
 //
-// Contract (codegen.cc relies on every line):
+// Contract (ir_generator.cc relies on every line):
 //  1. Before calling any of these except minivm_jit_equal, compiled code has
 //     written its whole frame back: every local and operand slot below the
 //     instruction's stack depth is stored in the VM-managed value stack,
@@ -27,49 +27,78 @@
 #include "vm/bytecode/program.h"
 #include "vm/runtime/thread.h"
 
+// The runtime ABI, stated once. X(Id, symbol, return type, (parameters)):
+// this table declares the C functions below, RuntimeFunction (the IR
+// generator's handle on each), the LLVM declarations compiled code calls
+// (vm/jit/ir_generator.cc derives each one's LLVM signature from the C
+// function's own type, RuntimeFunctionType) and the symbol list the JIT
+// registers (RuntimeSymbols). A definition in runtime.cc whose signature
+// differs from its row does not compile (two C functions of one name), so
+// the generated code and the runtime cannot disagree on a signature.
+// clang-format off
+#define MINIVM_JIT_RUNTIME(X)                                                                    \
+  /* A safepoint poll whose inline check found the poll word set. */                            \
+  X(kPoll, minivm_jit_poll, void, (minivm::VMThread* t))                                         \
+  /* NEW's allocation slow path (the TLAB fast path failed or the object is too big for a */   \
+  /* TLAB). The object, or null with `heap exhausted` raised. */                                \
+  X(kNew, minivm_jit_new, minivm::gc::Object*,                                                   \
+    (minivm::VMThread* t, const minivm::Klass* klass, uint64_t size))                            \
+  /* ADD..GE, DIV, MOD off the integer fast path; 1 on success, 0 raised. */                    \
+  X(kBinary, minivm_jit_binary, int32_t,                                                         \
+    (minivm::VMThread* t, uint32_t opcode, minivm::gc::Value* operands))                         \
+  /* EQ/NE on two references with different bits: 1 if equal Strings. Pure: it neither */     \
+  /* writes memory the caller can see nor reaches a safepoint (so no spill around it). */       \
+  X(kEqual, minivm_jit_equal, int32_t, (uint64_t a, uint64_t b))                                 \
+  /* NEG on a non-int: raises; compiled code then returns kError. */                            \
+  X(kNegType, minivm_jit_neg_type, void, (minivm::VMThread* t, uint64_t a))                      \
+  /* GET_FIELD/SET_FIELD after an inline-cache miss: the slot, or -1 raised. */                 \
+  X(kFieldSlot, minivm_jit_field_slot, int64_t,                                                  \
+    (minivm::VMThread* t, uint64_t obj, uint32_t symbol, minivm::FieldCache* cache,              \
+     int32_t write))                                                                             \
+  /* GET_INDEX/SET_INDEX off the fast path; 1 on success, 0 raised. */                          \
+  X(kGetIndex, minivm_jit_get_index, int32_t, (minivm::VMThread* t, minivm::gc::Value* operands)) \
+  X(kSetIndex, minivm_jit_set_index, int32_t, (minivm::VMThread* t, minivm::gc::Value* operands)) \
+  /* CALL_BUILTIN; returns an Outcome. The result replaces args[0]. */                          \
+  X(kBuiltin, minivm_jit_builtin, int32_t,                                                       \
+    (minivm::VMThread* t, uint32_t builtin, minivm::gc::Value* args, uint32_t argc))             \
+  /* SPAWN; 1 on success with the Thread in args[0], 0 raised. */                               \
+  X(kSpawn, minivm_jit_spawn, int32_t,                                                           \
+    (minivm::VMThread* t, const minivm::Function* fn, minivm::gc::Value* args, uint32_t argc))   \
+  /* CALL of a function without compiled code, or with the native stack low: runs the */       \
+  /* pushed frame (t->fp) in the interpreter. Returns an Outcome. */                            \
+  X(kCallInterpreted, minivm_jit_call_interpreted, int32_t,                                      \
+    (minivm::VMThread* t, minivm::Frame* frame))                                                 \
+  /* CALL found the frame array (frames != 0) or the value stack full. */                       \
+  X(kStackOverflow, minivm_jit_stack_overflow, void, (minivm::VMThread* t, int32_t frames))
+// clang-format on
+
 extern "C" {
-
-// A safepoint poll whose inline check found the poll word set.
-void minivm_jit_poll(minivm::VMThread* t) noexcept;
-// NEW's allocation slow path (the TLAB fast path failed or the object is too
-// big for a TLAB). The object, or null with `heap exhausted` raised.
-minivm::gc::Object* minivm_jit_new(minivm::VMThread* t, const minivm::Klass* klass,
-                                   uint64_t size) noexcept;
-// ADD..GE, DIV, MOD off the integer fast path; 1 on success, 0 raised.
-int32_t minivm_jit_binary(minivm::VMThread* t, uint32_t opcode,
-                          minivm::gc::Value* operands) noexcept;
-// EQ/NE on two references with different bits: 1 if equal Strings.
-int32_t minivm_jit_equal(uint64_t a, uint64_t b) noexcept;
-// NEG on a non-int: raises; compiled code then returns kError.
-void minivm_jit_neg_type(minivm::VMThread* t, uint64_t a) noexcept;
-// GET_FIELD/SET_FIELD after an inline-cache miss: the slot, or -1 raised.
-int64_t minivm_jit_field_slot(minivm::VMThread* t, uint64_t obj, uint32_t symbol,
-                              minivm::FieldCache* cache, int32_t write) noexcept;
-// GET_INDEX/SET_INDEX off the fast path; 1 on success, 0 raised.
-int32_t minivm_jit_get_index(minivm::VMThread* t, minivm::gc::Value* operands) noexcept;
-int32_t minivm_jit_set_index(minivm::VMThread* t, minivm::gc::Value* operands) noexcept;
-// CALL_BUILTIN; returns an Outcome. The result replaces args[0].
-int32_t minivm_jit_builtin(minivm::VMThread* t, uint32_t builtin, minivm::gc::Value* args,
-                           uint32_t argc) noexcept;
-// SPAWN; 1 on success with the Thread in args[0], 0 raised.
-int32_t minivm_jit_spawn(minivm::VMThread* t, const minivm::Function* fn,
-                         minivm::gc::Value* args, uint32_t argc) noexcept;
-// CALL of a function without compiled code, or with the native stack low:
-// runs the pushed frame (t->fp) in the interpreter. Returns an Outcome.
-int32_t minivm_jit_call_interpreted(minivm::VMThread* t, minivm::Frame* frame) noexcept;
-// CALL found the frame array (frames != 0) or the value stack full.
-void minivm_jit_stack_overflow(minivm::VMThread* t, int32_t frames) noexcept;
-
+#define MINIVM_JIT_DECLARE(id, symbol, ret, params) ret symbol params noexcept;
+MINIVM_JIT_RUNTIME(MINIVM_JIT_DECLARE)
+#undef MINIVM_JIT_DECLARE
 }  // extern "C"
 
 namespace minivm::jit {
+
+enum class RuntimeFunction {
+#define MINIVM_JIT_ENUM(id, symbol, ret, params) id,
+  MINIVM_JIT_RUNTIME(MINIVM_JIT_ENUM)
+#undef MINIVM_JIT_ENUM
+};
+
+inline constexpr int kNumRuntimeFunctions = 0
+#define MINIVM_JIT_COUNT(id, symbol, ret, params) +1
+    MINIVM_JIT_RUNTIME(MINIVM_JIT_COUNT)
+#undef MINIVM_JIT_COUNT
+    ;
 
 struct RuntimeSymbol {
   std::string_view name;
   void* address;
 };
 
-// Every entry point above, for the JIT's symbol table.
+// Every entry point above, for the JIT's symbol table, in RuntimeFunction
+// order.
 std::vector<RuntimeSymbol> RuntimeSymbols();
 
 }  // namespace minivm::jit

@@ -60,34 +60,11 @@ namespace {
 using gc::Object;
 using gc::Value;
 
-constexpr int Len(Opcode op) {
-  switch (op) {
-    case Opcode::PUSH_INT:
-      return 9;
-    case Opcode::PUSH_STRING:
-    case Opcode::LOAD_GLOBAL:
-    case Opcode::STORE_GLOBAL:
-    case Opcode::JUMP:
-    case Opcode::JUMP_IF_FALSE:
-    case Opcode::LOOP:
-      return 5;
-    case Opcode::LOAD_LOCAL:
-    case Opcode::STORE_LOCAL:
-      return 3;
-    case Opcode::GET_FIELD:
-    case Opcode::SET_FIELD:
-      return 9;
-    case Opcode::CALL:
-    case Opcode::NEW:
-    case Opcode::INIT_FIELDS:
-    case Opcode::SPAWN:
-      return 6;
-    case Opcode::CALL_BUILTIN:
-      return 3;
-    default:
-      return 1;
-  }
-}
+// An instruction's length as a compile-time constant (from the opcode table).
+template <Opcode op>
+inline constexpr int kLen = OpcodeLength(op);
+// DIV/MOD and EQ/NE share a handler that advances pc by one length.
+static_assert(kLen<Opcode::DIV> == kLen<Opcode::MOD> && kLen<Opcode::EQ> == kLen<Opcode::NE>);
 
 [[gnu::noinline, gnu::cold, noreturn]] void BadOpcode(const uint8_t* pc) {
   std::fprintf(stderr, "minivm: fatal: invalid opcode %d\n", *pc);
@@ -101,6 +78,18 @@ inline bool CountHot(uint32_t threshold, const Function* fn) {
   fn->hotness.store(h, std::memory_order_relaxed);
   return ABSL_PREDICT_FALSE(h >= threshold) &&
          fn->jit_state.load(std::memory_order_relaxed) == JitState::kInterpreted;
+}
+
+// NEW's and INIT_FIELDS' initialising stores: fields 0..argc-1 of `obj`, an
+// object no other thread can reach yet (so plain stores), with the barrier
+// (the object may be old: allocated outside a TLAB, or promoted by a
+// collection while INIT_FIELDS' arguments were evaluated).
+inline void InitFields(gc::Mutator* m, Object* obj, const Value* args, int argc) {
+  Value* fields = obj->fields();
+  for (int i = 0; i < argc; ++i) {
+    fields[i] = args[i];
+    gc::WriteBarrier(m, obj, args[i]);
+  }
 }
 
 inline Outcome RunCompiled(VMThread* t, JitEntry code, Frame* frame, uint32_t entry) {
@@ -146,7 +135,7 @@ Outcome InterpretFrame(VMThread* t, Frame* const entry) {
 
   // The compiler only emits valid opcodes; debug builds check.
   static const void* const kDispatch[kNumOpcodes] = {
-#define MINIVM_LABEL(name, operands, effect, doc) &&op_##name,
+#define MINIVM_LABEL(name, operands, pops, pushes, doc) &&op_##name,
       MINIVM_OPCODES(MINIVM_LABEL)
 #undef MINIVM_LABEL
   };
@@ -162,7 +151,7 @@ Outcome InterpretFrame(VMThread* t, Frame* const entry) {
 #endif
 #define NEXT(op)           \
   do {                     \
-    pc += Len(Opcode::op); \
+    pc += kLen<Opcode::op>; \
     DISPATCH();            \
   } while (0)
 #define SYNC()      \
@@ -198,32 +187,29 @@ op_STORE_GLOBAL:
   StoreShared(&globals[ReadU32(pc + 1)], *--sp);
   NEXT(STORE_GLOBAL);
 
+// Declares `slot`, the field slot of `obj` for the GET_FIELD/SET_FIELD at
+// pc: the inline cache's, else ResolveField's (which raises on failure).
+#define FIELD_SLOT(slot, obj, write)                                                  \
+  int slot = -1;                                                                      \
+  if (ABSL_PREDICT_TRUE(obj.IsRef())) {                                               \
+    slot = caches[ReadU32(pc + 5)].Lookup(KlassOf(obj.AsRef()));                      \
+  }                                                                                   \
+  if (ABSL_PREDICT_FALSE(slot < 0)) {                                                 \
+    SYNC();                                                                           \
+    slot = ResolveField(t, obj, ReadU32(pc + 1), &caches[ReadU32(pc + 5)], write);    \
+    if (slot < 0) return Outcome::kError;                                             \
+  }
+
 op_GET_FIELD : {
   const Value obj = sp[-1];
-  int slot = -1;
-  if (ABSL_PREDICT_TRUE(obj.IsRef())) {
-    slot = caches[ReadU32(pc + 5)].Lookup(KlassOf(obj.AsRef()));
-  }
-  if (ABSL_PREDICT_FALSE(slot < 0)) {
-    SYNC();
-    slot = ResolveField(t, obj, ReadU32(pc + 1), &caches[ReadU32(pc + 5)], false);
-    if (slot < 0) return Outcome::kError;
-  }
+  FIELD_SLOT(slot, obj, /*write=*/false);
   sp[-1] = LoadShared(&obj.AsRef()->fields()[slot]);
   NEXT(GET_FIELD);
 }
 op_SET_FIELD : {
   const Value obj = sp[-2];
   const Value v = sp[-1];
-  int slot = -1;
-  if (ABSL_PREDICT_TRUE(obj.IsRef())) {
-    slot = caches[ReadU32(pc + 5)].Lookup(KlassOf(obj.AsRef()));
-  }
-  if (ABSL_PREDICT_FALSE(slot < 0)) {
-    SYNC();
-    slot = ResolveField(t, obj, ReadU32(pc + 1), &caches[ReadU32(pc + 5)], true);
-    if (slot < 0) return Outcome::kError;
-  }
+  FIELD_SLOT(slot, obj, /*write=*/true);
   StoreShared(&obj.AsRef()->fields()[slot], v);
   gc::WriteBarrier(m, obj.AsRef(), v);
   sp -= 2;
@@ -295,7 +281,7 @@ op_MOD : {
     if (!BinarySlow(t, static_cast<Opcode>(*pc), sp - 2)) return Outcome::kError;
   }
   --sp;
-  pc += 1;
+  pc += kLen<Opcode::DIV>;  // == kLen<Opcode::MOD>
   DISPATCH();
 }
 op_EQ:
@@ -306,7 +292,7 @@ op_NE : {
   if (!equal && a.IsRef() && b.IsRef()) equal = ValuesEqualSlow(a, b);
   sp[-2] = Value::Int(equal == (*pc == static_cast<uint8_t>(Opcode::EQ)));
   --sp;
-  pc += 1;
+  pc += kLen<Opcode::EQ>;  // == kLen<Opcode::NE>
   DISPATCH();
 }
 op_NEG : {
@@ -324,17 +310,17 @@ op_NOT:
   NEXT(NOT);
 
 op_JUMP:
-  pc += Len(Opcode::JUMP) + ReadI32(pc + 1);
+  pc += kLen<Opcode::JUMP> + ReadI32(pc + 1);
   DISPATCH();
 op_JUMP_IF_FALSE:
   if ((*--sp).IsTruthy()) {
-    pc += Len(Opcode::JUMP_IF_FALSE);
+    pc += kLen<Opcode::JUMP_IF_FALSE>;
   } else {
-    pc += Len(Opcode::JUMP_IF_FALSE) + ReadI32(pc + 1);
+    pc += kLen<Opcode::JUMP_IF_FALSE> + ReadI32(pc + 1);
   }
   DISPATCH();
 op_LOOP:
-  pc += Len(Opcode::LOOP) + ReadI32(pc + 1);
+  pc += kLen<Opcode::LOOP> + ReadI32(pc + 1);
   if (ABSL_PREDICT_FALSE(m->poll.load(std::memory_order_acquire) != 0)) {
     SYNC();
     vm->heap()->SafepointPoll(m);
@@ -411,7 +397,7 @@ frame_returned:  // sp == frame->base + 1, the result below it
   --frame;
   t->fp = frame;
   base = frame->base;
-  pc = frame->pc + Len(Opcode::CALL);
+  pc = frame->pc + kLen<Opcode::CALL>;
   caches = frame->fn->field_caches.get();
   DISPATCH();
 }
@@ -437,11 +423,7 @@ op_NEW : {
   // The arguments are re-read from their slots: the allocation may have
   // moved what they reference.
   Value* args = sp - argc;
-  Value* fields = obj->fields();
-  for (int i = 0; i < argc; ++i) {
-    fields[i] = args[i];
-    gc::WriteBarrier(m, obj, args[i]);
-  }
+  InitFields(m, obj, args, argc);
   sp = args;
   *sp++ = Value::Ref(obj);
   NEXT(NEW);
@@ -451,12 +433,7 @@ op_INIT_FIELDS : {
   // were evaluated: the barrier is needed.
   const int argc = pc[5];
   Value* args = sp - argc;
-  Object* obj = args[-1].AsRef();
-  Value* fields = obj->fields();
-  for (int i = 0; i < argc; ++i) {
-    fields[i] = args[i];
-    gc::WriteBarrier(m, obj, args[i]);
-  }
+  InitFields(m, args[-1].AsRef(), args, argc);
   sp = args;
   NEXT(INIT_FIELDS);
 }
@@ -475,6 +452,7 @@ op_bad:
   __attribute__((unused));
   BadOpcode(pc);
 
+#undef FIELD_SLOT
 #undef SYNC
 #undef NEXT
 #undef DISPATCH

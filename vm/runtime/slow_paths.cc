@@ -1,6 +1,7 @@
 #include "vm/runtime/slow_paths.h"
 
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "vm/runtime/builtin_classes.h"
@@ -16,29 +17,17 @@ using gc::Value;
 
 namespace {
 
+// The source spelling of the operators BinarySlow reports on.
+constexpr std::pair<Opcode, const char*> kOperatorSymbols[] = {
+    {Opcode::ADD, "+"}, {Opcode::SUB, "-"}, {Opcode::MUL, "*"},  {Opcode::DIV, "/"},
+    {Opcode::MOD, "%"}, {Opcode::LT, "<"},  {Opcode::LE, "<="}, {Opcode::GT, ">"},
+    {Opcode::GE, ">="}};
+
 const char* OpSymbol(Opcode op) {
-  switch (op) {
-    case Opcode::ADD:
-      return "+";
-    case Opcode::SUB:
-      return "-";
-    case Opcode::MUL:
-      return "*";
-    case Opcode::DIV:
-      return "/";
-    case Opcode::MOD:
-      return "%";
-    case Opcode::LT:
-      return "<";
-    case Opcode::LE:
-      return "<=";
-    case Opcode::GT:
-      return ">";
-    case Opcode::GE:
-      return ">=";
-    default:
-      return "?";
+  for (const auto& [opcode, symbol] : kOperatorSymbols) {
+    if (opcode == op) return symbol;
   }
+  return "?";
 }
 
 }  // namespace

@@ -50,7 +50,7 @@ void RaiseHeapExhausted(VMThread* t, size_t size);
 // below `sp`: nulls the other locals and sets fn, pc (the first
 // instruction) and base. Returns false (nothing changed) when the frame
 // array or the value stack is full. Compiled code inlines the same checks
-// (vm/jit/codegen.cc, EmitCall).
+// (vm/jit/ir_generator.cc, EmitCall).
 inline bool EnterFrame(VMThread* t, Frame* f, const Function* fn, gc::Value* sp) {
   gc::Value* base = sp - fn->arity;
   if (ABSL_PREDICT_FALSE(f >= t->frames_end)) return false;

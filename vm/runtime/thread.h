@@ -79,6 +79,11 @@ struct VMThread {
   // The thread that spawned this one; null for main. Threads are never
   // freed while the VM lives, so it stays valid after the parent finished.
   VMThread* parent = nullptr;
+  // A VMTI agent thread (RunAgentThread, VM::StartAgentThread): it runs an
+  // agent's native function, has no language frames and is never attached
+  // to the heap, so it never holds up a safepoint (the heap sees it as an
+  // outside thread, like the agent's own pthreads).
+  bool agent_thread = false;
   Rng rng;
 
   // Set by an instruction that fails; read once the loop has returned kError.

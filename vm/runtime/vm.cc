@@ -59,6 +59,17 @@ VM::~VM() {
     }
   }
   for (std::thread* th : running) th->join();
+  {
+    // In-process VMs only (with exit_process the VM is never destroyed):
+    // agent threads are detached, and use this VM until their body returns.
+    std::unique_lock<std::mutex> lock(threads_mu_);
+    thread_finished_.wait(lock, [this] {
+      for (const auto& t : agent_threads_) {
+        if (t->lifecycle != ThreadLifecycle::kFinished) return false;
+      }
+      return true;
+    });
+  }
   // No thread runs compiled code any more.
   jit_.reset();
   std::lock_guard<std::mutex> lock(threads_mu_);
@@ -258,6 +269,9 @@ std::vector<VMThread*> VM::LiveThreads() const {
   for (const auto& t : threads_) {
     if (t->lifecycle == ThreadLifecycle::kRunning || t.get() == main_thread_) live.push_back(t.get());
   }
+  for (const auto& t : agent_threads_) {
+    if (t->lifecycle == ThreadLifecycle::kRunning) live.push_back(t.get());
+  }
   return live;
 }
 
@@ -269,6 +283,40 @@ const Klass* VM::FindClass(const void* klass) const {
     if (k == klass) return k;
   }
   return nullptr;
+}
+
+absl::StatusOr<VMThread*> VM::StartAgentThread(std::string name,
+                                               std::function<void(VMThread*)> body) {
+  VMThread* t;
+  {
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    const int index = -static_cast<int>(agent_threads_.size()) - 1;
+    // One frame of room: the thread never runs language code, but its empty
+    // frame array makes depth() 0 like any thread's before its first call.
+    absl::StatusOr<std::unique_ptr<VMThread>> created =
+        VMThread::Create(this, index, std::move(name), 1, Rng(options_.seed, 0));
+    if (!created.ok()) return created.status();
+    t = created->get();
+    t->agent_thread = true;
+    // Running from now on: the handle RunAgentThread returns names a live
+    // thread even before the OS thread has started.
+    t->lifecycle = ThreadLifecycle::kRunning;
+    thread_set_.insert(t);
+    agent_threads_.push_back(*std::move(created));
+  }
+  try {
+    std::thread([this, t, body = std::move(body)] {
+      body(t);
+      std::lock_guard<std::mutex> lock(threads_mu_);
+      t->lifecycle = ThreadLifecycle::kFinished;
+      thread_finished_.notify_all();
+    }).detach();  // a daemon: nobody joins it (see vm.h)
+  } catch (const std::system_error& e) {
+    std::lock_guard<std::mutex> lock(threads_mu_);
+    t->lifecycle = ThreadLifecycle::kFinished;
+    return absl::ResourceExhaustedError(absl::StrCat("cannot start an agent thread: ", e.what()));
+  }
+  return t;
 }
 
 size_t VM::thread_count() const {

@@ -27,6 +27,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -143,6 +144,19 @@ class VM final : public gc::VmInterface {
   std::vector<VMThread*> LiveThreads() const;
   const Klass* FindClass(const void* klass) const;
 
+  // Agent threads (VMTI RunAgentThread): starts a daemon OS thread running
+  // body(t) for a new VMThread t named `name`, marked agent_thread, with no
+  // frames and no parent, never attached to the heap. It is in the thread
+  // table (FindThread, LiveThreads) from this call until body returns, when
+  // it becomes finished. Agent threads are numbered apart from language
+  // threads (index -1, -2, ... in creation order), so that starting one
+  // changes no language thread's name, index or random stream. The VM
+  // never waits for one: the process may end while body runs (_exit ends
+  // every thread; nothing is destroyed under it). Only an in-process VM
+  // (without exit_process) waits, in its destructor, for body to return.
+  // ResourceExhausted if the thread cannot be made.
+  absl::StatusOr<VMThread*> StartAgentThread(std::string name, std::function<void(VMThread*)> body);
+
   // Number of threads ever created, main included.
   size_t thread_count() const;
   VMThread* main_thread() const { return main_thread_; }
@@ -195,6 +209,8 @@ class VM final : public gc::VmInterface {
   mutable std::mutex threads_mu_;
   std::condition_variable thread_finished_;
   std::vector<std::unique_ptr<VMThread>> threads_;  // guarded by threads_mu_
+  // Agent threads, apart from threads_ (whose position is a Thread's index).
+  std::vector<std::unique_ptr<VMThread>> agent_threads_;  // guarded by threads_mu_
   // The same threads, for O(1) handle validation (FindThread).
   absl::flat_hash_set<const VMThread*> thread_set_;  // guarded by threads_mu_
   VMThread* main_thread_ = nullptr;

@@ -48,6 +48,7 @@ typedef struct _vmtiWeak* vmtiWeak;     /* a weak reference; see NewWeakRef */
 typedef struct _vmtiThread* vmtiThread; /* valid while the thread lives */
 typedef struct _vmtiClass* vmtiClass;   /* valid for the VM's lifetime */
 typedef struct _vmtiMethodID* vmtiMethodID; /* valid for the VM's lifetime */
+typedef struct _vmtiRawMonitor* vmtiRawMonitorID; /* valid until DestroyRawMonitor */
 
 /* ---- Errors ----------------------------------------------------------- */
 
@@ -61,6 +62,9 @@ typedef struct _vmtiMethodID* vmtiMethodID; /* valid for the VM's lifetime */
   X(INVALID_CLASS, 21)                   \
   X(INVALID_METHODID, 23)                \
   X(INVALID_LOCATION, 24)                \
+  X(INVALID_MONITOR, 50)                 \
+  X(NOT_MONITOR_OWNER, 51)               \
+  X(INTERRUPT, 52)                       \
   X(UNSUPPORTED_VERSION, 68)             \
   X(NOT_AVAILABLE, 98)                   \
   X(MUST_POSSESS_CAPABILITY, 99)         \
@@ -188,6 +192,10 @@ typedef struct {
   vmtiEventObjectPromote ObjectPromote;
 } vmtiEventCallbacks;
 
+/* An agent thread's function (RunAgentThread): runs on the new thread with
+ * the environment that started it and the agent's argument. */
+typedef void (*vmtiStartFunction)(vmtiEnv* env, void* arg);
+
 /* ---- The function table (slot numbers are part of the ABI) ------------ */
 
 typedef struct vmtiInterface_1_ {
@@ -247,6 +255,18 @@ typedef struct vmtiInterface_1_ {
                                                  const vmtiThread* thread_list,
                                                  vmtiInt max_frame_count,
                                                  vmtiStackInfo** stack_info_ptr);
+  /* Agent threads and raw monitors: JVMTI's, with a name instead of a jthread.
+   * Raw monitor functions work in every phase and in GC callbacks. */
+  /* 41 */ vmtiError (*RunAgentThread)(vmtiEnv* env, const char* name, vmtiStartFunction proc,
+                                       const void* arg, vmtiThread* thread_ptr);
+  /* 42 */ vmtiError (*CreateRawMonitor)(vmtiEnv* env, const char* name,
+                                         vmtiRawMonitorID* monitor_ptr);
+  /* 43 */ vmtiError (*DestroyRawMonitor)(vmtiEnv* env, vmtiRawMonitorID monitor);
+  /* 44 */ vmtiError (*RawMonitorEnter)(vmtiEnv* env, vmtiRawMonitorID monitor);
+  /* 45 */ vmtiError (*RawMonitorExit)(vmtiEnv* env, vmtiRawMonitorID monitor);
+  /* 46 */ vmtiError (*RawMonitorWait)(vmtiEnv* env, vmtiRawMonitorID monitor, vmtiLong millis);
+  /* 47 */ vmtiError (*RawMonitorNotify)(vmtiEnv* env, vmtiRawMonitorID monitor);
+  /* 48 */ vmtiError (*RawMonitorNotifyAll)(vmtiEnv* env, vmtiRawMonitorID monitor);
 } vmtiInterface_1;
 
 typedef struct vmtiVMInterface_ {
@@ -352,6 +372,23 @@ struct _vmtiEnv {
   vmtiError GetThreadListStackTraces(vmtiInt n, const vmtiThread* list, vmtiInt max,
                                      vmtiStackInfo** info) {
     return functions->GetThreadListStackTraces(this, n, list, max, info);
+  }
+  vmtiError RunAgentThread(const char* name, vmtiStartFunction proc, const void* arg,
+                           vmtiThread* t) {
+    return functions->RunAgentThread(this, name, proc, arg, t);
+  }
+  vmtiError CreateRawMonitor(const char* name, vmtiRawMonitorID* m) {
+    return functions->CreateRawMonitor(this, name, m);
+  }
+  vmtiError DestroyRawMonitor(vmtiRawMonitorID m) { return functions->DestroyRawMonitor(this, m); }
+  vmtiError RawMonitorEnter(vmtiRawMonitorID m) { return functions->RawMonitorEnter(this, m); }
+  vmtiError RawMonitorExit(vmtiRawMonitorID m) { return functions->RawMonitorExit(this, m); }
+  vmtiError RawMonitorWait(vmtiRawMonitorID m, vmtiLong millis) {
+    return functions->RawMonitorWait(this, m, millis);
+  }
+  vmtiError RawMonitorNotify(vmtiRawMonitorID m) { return functions->RawMonitorNotify(this, m); }
+  vmtiError RawMonitorNotifyAll(vmtiRawMonitorID m) {
+    return functions->RawMonitorNotifyAll(this, m);
   }
 };
 

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "vm/bytecode/builtins.h"
 #include "vm/bytecode/opcodes.h"
+#include "vm/bytecode/verifier.h"
 
 namespace minivm {
 namespace {
@@ -27,9 +28,17 @@ std::vector<std::string> Errors(std::string_view source) {
   return out;
 }
 
+// Compiles `source`, which must have no errors; every function of the
+// result must pass the bytecode verifier (the JIT relies on it).
 std::unique_ptr<Program> CompileOk(std::string_view source) {
   CompileResult r = Compile("t.mv", source);
   for (const Diagnostic& d : r.errors) ADD_FAILURE() << FormatDiagnostic("t.mv", d);
+  if (r.program != nullptr) {
+    for (const auto& fn : r.program->functions) {
+      absl::StatusOr<VerifiedCode> verified = VerifyFunction(*r.program, *fn);
+      EXPECT_TRUE(verified.ok()) << fn->name << ": " << verified.status();
+    }
+  }
   return std::move(r.program);
 }
 
@@ -51,39 +60,25 @@ std::vector<std::string> Ops(const Function& fn) {
     const OpcodeInfo& info = GetOpcodeInfo(op);
     std::string s(info.name);
     const uint8_t* a = fn.code.data() + pc + 1;
-    switch (op) {
-      case Opcode::PUSH_INT:
-        absl::StrAppend(&s, " ", gc::Value::FromBits(ReadV64(a)).AsInt());
-        break;
-      case Opcode::JUMP:
-      case Opcode::JUMP_IF_FALSE:
-      case Opcode::LOOP:
-        absl::StrAppend(&s, " @", static_cast<int64_t>(pc + info.length) + ReadI32(a));
-        break;
-      case Opcode::LOAD_LOCAL:
-      case Opcode::STORE_LOCAL:
-        absl::StrAppend(&s, " ", ReadU16(a));
-        break;
-      case Opcode::GET_FIELD:
-      case Opcode::SET_FIELD:
-        absl::StrAppend(&s, " ", ReadU32(a), " ", ReadU32(a + 4));
-        break;
-      case Opcode::CALL_BUILTIN:
-        absl::StrAppend(&s, " ", ReadU8(a), " ", ReadU8(a + 1));
-        break;
-      case Opcode::CALL:
-      case Opcode::NEW:
-      case Opcode::INIT_FIELDS:
-      case Opcode::SPAWN:
-        absl::StrAppend(&s, " ", ReadU32(a), " ", ReadU8(a + 4));
-        break;
-      case Opcode::PUSH_STRING:
-      case Opcode::LOAD_GLOBAL:
-      case Opcode::STORE_GLOBAL:
-        absl::StrAppend(&s, " ", ReadU32(a));
-        break;
-      default:
-        break;
+    for (int k = 0; k < info.num_operands; ++k) {
+      switch (info.operands[k]) {
+        case OperandKind::kV64:  // PUSH_INT's value
+          absl::StrAppend(&s, " ", gc::Value::FromBits(ReadV64(a)).AsInt());
+          break;
+        case OperandKind::kI32:  // a jump's target
+          absl::StrAppend(&s, " @", static_cast<int64_t>(pc + info.length) + ReadI32(a));
+          break;
+        case OperandKind::kU32:
+          absl::StrAppend(&s, " ", ReadU32(a));
+          break;
+        case OperandKind::kU16:
+          absl::StrAppend(&s, " ", ReadU16(a));
+          break;
+        case OperandKind::kU8:
+          absl::StrAppend(&s, " ", ReadU8(a));
+          break;
+      }
+      a += OperandSize(info.operands[k]);
     }
     out.push_back(s);
     pc += info.length;
@@ -99,6 +94,19 @@ std::vector<size_t> Offsets(const Function& fn) {
     pc += GetOpcodeInfo(static_cast<Opcode>(fn.code[pc])).length;
   }
   return out;
+}
+
+// Function `name` of `source` (which must compile) as Ops() and Offsets()
+// list it; both empty if it does not compile.
+struct Listing {
+  std::vector<std::string> ops;
+  std::vector<size_t> at;
+};
+Listing List(std::string_view source, std::string_view name = "main") {
+  std::unique_ptr<Program> p = CompileOk(source);
+  if (p == nullptr) return {};
+  const Function& fn = Fn(*p, name);
+  return {Ops(fn), Offsets(fn)};
 }
 
 // ---------------------------------------------------------------------------
@@ -195,15 +203,13 @@ TEST(CompilerTest, LogicalAndYieldsOneOrZero) {
 }
 
 TEST(CompilerTest, LogicalOrYieldsOneOrZero) {
-  auto p = CompileOk("fn main() { var a; var b; return a || b; }");
-  ASSERT_NE(p, nullptr);
-  const Function& main = Fn(*p, "main");
-  const std::vector<size_t> at = Offsets(main);
-  EXPECT_THAT(Ops(main), ElementsAre("PUSH_NULL", "STORE_LOCAL 0", "PUSH_NULL", "STORE_LOCAL 1",
-                                     "LOAD_LOCAL 0", absl::StrCat("JUMP_IF_FALSE @", at[7]),
-                                     absl::StrCat("JUMP @", at[9]), "LOAD_LOCAL 1",
-                                     absl::StrCat("JUMP_IF_FALSE @", at[11]), "PUSH_INT 1",
-                                     absl::StrCat("JUMP @", at[12]), "PUSH_INT 0", "RETURN"));
+  const auto [ops, at] = List("fn main() { var a; var b; return a || b; }");
+  ASSERT_FALSE(ops.empty());
+  EXPECT_THAT(
+      ops, ElementsAre("PUSH_NULL", "STORE_LOCAL 0", "PUSH_NULL", "STORE_LOCAL 1", "LOAD_LOCAL 0",
+                       absl::StrCat("JUMP_IF_FALSE @", at[7]), absl::StrCat("JUMP @", at[9]),
+                       "LOAD_LOCAL 1", absl::StrCat("JUMP_IF_FALSE @", at[11]), "PUSH_INT 1",
+                       absl::StrCat("JUMP @", at[12]), "PUSH_INT 0", "RETURN"));
 }
 
 TEST(CompilerTest, NotAndComparisonsAreOpcodes) {
@@ -215,13 +221,10 @@ TEST(CompilerTest, NotAndComparisonsAreOpcodes) {
 }
 
 TEST(CompilerTest, WhileLoopUsesLoopForTheBackEdgeAndContinue) {
-  auto p = CompileOk(
+  const auto [ops, at] = List(
       "fn main() { var i = 0; while (i < 3) { i = i + 1; if (i == 1) { continue; } "
       "if (i == 2) { break; } } }");
-  ASSERT_NE(p, nullptr);
-  const Function& main = Fn(*p, "main");
-  const std::vector<size_t> at = Offsets(main);
-  const std::vector<std::string> ops = Ops(main);
+  ASSERT_FALSE(ops.empty());
   const std::string cond = absl::StrCat(" @", at[2]);
   // The continue and the back edge are LOOPs to the condition.
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "LOOP" + cond), 2);
@@ -238,12 +241,9 @@ TEST(CompilerTest, WhileLoopUsesLoopForTheBackEdgeAndContinue) {
 }
 
 TEST(CompilerTest, ForLoopContinueRunsTheStep) {
-  auto p = CompileOk(
+  const auto [ops, at] = List(
       "fn main() { for (var i = 0; i < 3; i = i + 1) { if (i == 1) { continue; } print(i); } }");
-  ASSERT_NE(p, nullptr);
-  const Function& main = Fn(*p, "main");
-  const std::vector<size_t> at = Offsets(main);
-  const std::vector<std::string> ops = Ops(main);
+  ASSERT_FALSE(ops.empty());
   ASSERT_EQ(ops.size(), 21u);
   EXPECT_EQ(ops[10], absl::StrCat("JUMP @", at[14]));  // continue -> step
   EXPECT_EQ(ops[18], absl::StrCat("LOOP @", at[2]));   // back edge -> condition
@@ -259,18 +259,17 @@ TEST(CompilerTest, ForWithoutStepContinuesBackwards) {
 }
 
 TEST(CompilerTest, IfElseChain) {
-  auto p = CompileOk(
+  const auto [ops, at] = List(
       "fn f(x) { if (x == 1) { return 10; } else if (x == 2) { return 20; } else { return 30; } "
-      "}\nfn main() {}");
-  ASSERT_NE(p, nullptr);
-  const Function& f = Fn(*p, "f");
-  const std::vector<size_t> at = Offsets(f);
+      "}\nfn main() {}",
+      "f");
+  ASSERT_FALSE(ops.empty());
   // Every branch returns: no jumps to the end, no trailing return.
-  EXPECT_THAT(Ops(f), ElementsAre("LOAD_LOCAL 0", "PUSH_INT 1", "EQ",
-                                  absl::StrCat("JUMP_IF_FALSE @", at[6]), "PUSH_INT 10", "RETURN",
-                                  "LOAD_LOCAL 0", "PUSH_INT 2", "EQ",
-                                  absl::StrCat("JUMP_IF_FALSE @", at[12]), "PUSH_INT 20", "RETURN",
-                                  "PUSH_INT 30", "RETURN"));
+  EXPECT_THAT(
+      ops, ElementsAre("LOAD_LOCAL 0", "PUSH_INT 1", "EQ", absl::StrCat("JUMP_IF_FALSE @", at[6]),
+                       "PUSH_INT 10", "RETURN", "LOAD_LOCAL 0", "PUSH_INT 2", "EQ",
+                       absl::StrCat("JUMP_IF_FALSE @", at[12]), "PUSH_INT 20", "RETURN",
+                       "PUSH_INT 30", "RETURN"));
 }
 
 TEST(CompilerTest, DeadCodeAtTheEndStillEndsWithReturn) {
@@ -281,13 +280,11 @@ TEST(CompilerTest, DeadCodeAtTheEndStillEndsWithReturn) {
 }
 
 TEST(CompilerTest, IfWithoutElseFallsThrough) {
-  auto p = CompileOk("fn f(x) { if (x) { x = 1; } else { x = 2; } }\nfn main() {}");
-  ASSERT_NE(p, nullptr);
-  const Function& f = Fn(*p, "f");
-  const std::vector<size_t> at = Offsets(f);
-  EXPECT_THAT(Ops(f), ElementsAre("LOAD_LOCAL 0", absl::StrCat("JUMP_IF_FALSE @", at[5]),
-                                  "PUSH_INT 1", "STORE_LOCAL 0", absl::StrCat("JUMP @", at[7]),
-                                  "PUSH_INT 2", "STORE_LOCAL 0", "PUSH_NULL", "RETURN"));
+  const auto [ops, at] = List("fn f(x) { if (x) { x = 1; } else { x = 2; } }\nfn main() {}", "f");
+  ASSERT_FALSE(ops.empty());
+  EXPECT_THAT(ops, ElementsAre("LOAD_LOCAL 0", absl::StrCat("JUMP_IF_FALSE @", at[5]), "PUSH_INT 1",
+                               "STORE_LOCAL 0", absl::StrCat("JUMP @", at[7]), "PUSH_INT 2",
+                               "STORE_LOCAL 0", "PUSH_NULL", "RETURN"));
 }
 
 TEST(CompilerTest, FieldsAndIndexing) {

@@ -5,17 +5,15 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/unit/vm/program_builder.h"
+#include "vm/jit/runtime.h"
 #include "vm/runtime/vm.h"
 
-namespace minivm {
+namespace minivm::testing {
 namespace {
-
-using testing::Asm;
-using testing::ProgramBuilder;
-using testing::ReadAll;
 
 struct JitRun {
   int exit_code = -1;
@@ -24,6 +22,13 @@ struct JitRun {
   std::string jit_log;
   std::vector<JitState> states;  // per function, after the run
 };
+
+jit::JitConfig JitConfigFor(JitMode mode, bool sync = false) {
+  jit::JitConfig config;
+  config.mode = mode;
+  config.sync = sync;
+  return config;
+}
 
 // Runs `program` in-process with a JIT configured by `config`; eager
 // compiles everything first.
@@ -69,10 +74,25 @@ std::unique_ptr<Program> AddProgram() {
   return pb.Build();
 }
 
+// The symbol list the JIT registers is the ABI table's, in its order, each
+// name bound to its own C function.
+TEST(JitRuntimeTest, SymbolsFollowTheAbiTable) {
+  const std::vector<jit::RuntimeSymbol> symbols = jit::RuntimeSymbols();
+  ASSERT_EQ(symbols.size(), static_cast<size_t>(jit::kNumRuntimeFunctions));
+  const auto at = [&](jit::RuntimeFunction f) { return symbols[static_cast<size_t>(f)]; };
+  EXPECT_EQ(at(jit::RuntimeFunction::kPoll).name, "minivm_jit_poll");
+  EXPECT_EQ(at(jit::RuntimeFunction::kPoll).address, reinterpret_cast<void*>(&minivm_jit_poll));
+  EXPECT_EQ(at(jit::RuntimeFunction::kStackOverflow).name, "minivm_jit_stack_overflow");
+  EXPECT_EQ(at(jit::RuntimeFunction::kStackOverflow).address,
+            reinterpret_cast<void*>(&minivm_jit_stack_overflow));
+  for (const jit::RuntimeSymbol& s : symbols) {
+    EXPECT_TRUE(s.name.starts_with("minivm_jit_")) << s.name;
+    EXPECT_NE(s.address, nullptr) << s.name;
+  }
+}
+
 TEST(JitTest, EagerCompilesEveryFunctionAndRunsIt) {
-  jit::JitConfig config;
-  config.mode = JitMode::kEager;
-  JitRun r = RunWithJit(AddProgram(), config, jit::kDefaultThreshold);
+  JitRun r = RunWithJit(AddProgram(), JitConfigFor(JitMode::kEager), jit::kDefaultThreshold);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "5\n");
   for (JitState s : r.states) EXPECT_EQ(s, JitState::kCompiled);
@@ -86,20 +106,12 @@ TEST(JitTest, RejectedFunctionStaysInterpretedWithAMessage) {
   // code cannot represent: the JIT must refuse it, and the program must
   // still give the interpreter's answer.
   ProgramBuilder pb;
-  Asm bad;
-  bad.Int(1);
-  const size_t skip = bad.Jump(Opcode::JUMP_IF_FALSE);
-  bad.Int(2);
-  bad.Bind(skip);
-  bad.Int(7).Ret();
-  const uint32_t bad_fn = pb.AddFunction("bad", 0, 0, 3, bad);
+  const uint32_t bad_fn = pb.AddFunction("bad", 0, 0, 3, InconsistentDepthCode());
   Asm main;
   main.Call(bad_fn, 0).Builtin(Builtin::k_print, 1).Op(Opcode::POP).Null().Ret();
   pb.SetMain(pb.AddFunction("main", 0, 0, 2, main));
 
-  jit::JitConfig config;
-  config.mode = JitMode::kEager;
-  JitRun r = RunWithJit(pb.Build(), config, jit::kDefaultThreshold);
+  JitRun r = RunWithJit(pb.Build(), JitConfigFor(JitMode::kEager), jit::kDefaultThreshold);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "7\n");
   EXPECT_EQ(r.states[bad_fn], JitState::kFailed);
@@ -122,10 +134,7 @@ TEST(JitTest, SyncTieringCompilesAHotFunctionAtTheThreshold) {
   main.Builtin(Builtin::k_print, 1).Op(Opcode::POP).Null().Ret();
   pb.SetMain(pb.AddFunction("main", 0, 0, 3, main));
 
-  jit::JitConfig config;
-  config.mode = JitMode::kAuto;
-  config.sync = true;
-  JitRun r = RunWithJit(pb.Build(), config, 3);
+  JitRun r = RunWithJit(pb.Build(), JitConfigFor(JitMode::kAuto, /*sync=*/true), 3);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "10\n");
   EXPECT_EQ(r.states[add_fn], JitState::kCompiled);
@@ -146,10 +155,7 @@ TEST(JitTest, OsrMovesARunningLoopToCompiledCode) {
   const uint32_t main_fn = pb.AddFunction("main", 0, 1, 2, main);
   pb.SetMain(main_fn);
 
-  jit::JitConfig config;
-  config.mode = JitMode::kAuto;
-  config.sync = true;
-  JitRun r = RunWithJit(pb.Build(), config, 10);
+  JitRun r = RunWithJit(pb.Build(), JitConfigFor(JitMode::kAuto, /*sync=*/true), 10);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "1000\n");
   EXPECT_EQ(r.states[main_fn], JitState::kCompiled);
@@ -160,12 +166,10 @@ TEST(JitTest, OsrMovesARunningLoopToCompiledCode) {
 TEST(JitTest, BackgroundCompilerStopsWithTheVm) {
   // A background compile may still be queued or running when the program
   // ends; destroying the VM joins the compiler without hanging or crashing.
-  jit::JitConfig config;
-  config.mode = JitMode::kAuto;
-  JitRun r = RunWithJit(AddProgram(), config, 1);
+  JitRun r = RunWithJit(AddProgram(), JitConfigFor(JitMode::kAuto), 1);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "5\n");
 }
 
 }  // namespace
-}  // namespace minivm
+}  // namespace minivm::testing

@@ -3,21 +3,12 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/unit/vm/program_builder.h"
 
-namespace minivm {
+namespace minivm::testing {
 namespace {
-
-using testing::Asm;
-using testing::ProgramBuilder;
-using testing::RunProgram;
-using testing::RunResult;
-
-RunResult RunMain(ProgramBuilder& pb, const Asm& main, VmOptions options = {}) {
-  pb.SetMain(pb.AddFunction("main", 0, 2, 16, main));
-  return RunProgram(pb.Build(), options);
-}
 
 // print(f(s)) where s is a string constant and f a one-argument built-in.
 RunResult OnString(Builtin b, const std::string& s) {
@@ -34,8 +25,6 @@ RunResult OnInt(Builtin b, int64_t i) {
   m.Int(i).Builtin(b, 1).Builtin(Builtin::k_print, 1).Op(Opcode::POP).Null().Ret();
   return RunMain(pb, m);
 }
-
-std::string FirstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 TEST(BuiltinsTest, PrintFormats) {
   ProgramBuilder pb;
@@ -55,18 +44,14 @@ TEST(BuiltinsTest, IntParsing) {
   EXPECT_EQ(OnString(Builtin::k_int, "+7").out, "7\n");
   EXPECT_EQ(OnString(Builtin::k_int, "4611686018427387903").out, "4611686018427387903\n");
   EXPECT_EQ(OnString(Builtin::k_int, "-4611686018427387904").out, "-4611686018427387904\n");
-  EXPECT_EQ(FirstLine(OnString(Builtin::k_int, "4611686018427387904").err),
-            "error: value error: int: \"4611686018427387904\" is out of the 63-bit range");
-  EXPECT_EQ(FirstLine(OnString(Builtin::k_int, "99999999999999999999999").err),
-            "error: value error: int: \"99999999999999999999999\" is out of the 63-bit range");
-  EXPECT_EQ(FirstLine(OnString(Builtin::k_int, "12a").err),
-            "error: value error: int: malformed integer \"12a\"");
-  EXPECT_EQ(FirstLine(OnString(Builtin::k_int, "").err),
-            "error: value error: int: malformed integer \"\"");
-  EXPECT_EQ(FirstLine(OnString(Builtin::k_int, "-").err),
-            "error: value error: int: malformed integer \"-\"");
-  EXPECT_EQ(FirstLine(OnString(Builtin::k_int, " 1").err),
-            "error: value error: int: malformed integer \" 1\"");
+  for (const char* input : {"4611686018427387904", "99999999999999999999999"}) {
+    EXPECT_EQ(FirstLine(OnString(Builtin::k_int, input).err),
+              absl::StrCat("error: value error: int: \"", input, "\" is out of the 63-bit range"));
+  }
+  for (const char* input : {"12a", "", "-", " 1"}) {
+    EXPECT_EQ(FirstLine(OnString(Builtin::k_int, input).err),
+              absl::StrCat("error: value error: int: malformed integer \"", input, "\""));
+  }
   EXPECT_EQ(OnInt(Builtin::k_int, 5).out, "5\n");
 }
 
@@ -90,7 +75,7 @@ TEST(BuiltinsTest, ArrayAndBytesArguments) {
   ProgramBuilder pb;
   Asm m;
   m.Int(1 << 20).Builtin(Builtin::k_array, 1).Ret();
-  EXPECT_EQ(FirstLine(RunMain(pb, m, small).err),
+  EXPECT_EQ(FirstLine(RunMain(pb, m, 2, 16, small).err),
             "error: heap exhausted: cannot allocate 8388632 bytes");
 }
 
@@ -104,7 +89,7 @@ TEST(BuiltinsTest, Args) {
   m.Builtin(Builtin::k_print, 3).Op(Opcode::POP).Null().Ret();
   VmOptions options;
   options.program_args = {"first", "2"};
-  RunResult r = RunMain(pb, m, options);
+  RunResult r = RunMain(pb, m, 2, 16, options);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "2 first 2\n");
 }
@@ -148,7 +133,7 @@ std::string RandSequence(uint64_t seed) {
   m.Builtin(Builtin::k_print, 5).Op(Opcode::POP).Null().Ret();
   VmOptions options;
   options.seed = seed;
-  return RunMain(pb, m, options).out;
+  return RunMain(pb, m, 2, 16, options).out;
 }
 
 TEST(BuiltinsTest, RandIsDeterministicPerSeed) {
@@ -169,4 +154,4 @@ TEST(BuiltinsTest, ThreadNameNanotimeGc) {
 }
 
 }  // namespace
-}  // namespace minivm
+}  // namespace minivm::testing

@@ -7,19 +7,8 @@
 #include "gtest/gtest.h"
 #include "tests/unit/vm/program_builder.h"
 
-namespace minivm {
+namespace minivm::testing {
 namespace {
-
-using testing::Asm;
-using testing::ProgramBuilder;
-using testing::RunProgram;
-using testing::RunResult;
-
-RunResult RunMain(ProgramBuilder& pb, const Asm& main, uint16_t locals = 0, uint16_t stack = 8,
-                  VmOptions options = {}) {
-  pb.SetMain(pb.AddFunction("main", 0, locals, stack, main));
-  return RunProgram(pb.Build(), options);
-}
 
 // Prints the result of `a op b`.
 std::string Binary(int64_t a, Opcode op, int64_t b) {
@@ -103,8 +92,10 @@ TEST(InterpreterTest, RecursiveCalls) {
   EXPECT_EQ(r.out, "6765\n");
 }
 
-// down(n) = n == 0 ? 0 : down(n - 1)
-uint32_t AddDown(ProgramBuilder& pb) {
+// main (at line 9) prints down(n), where down(n) = n == 0 ? 0 : down(n - 1)
+// (its recursive call at line 6), with calls limited to `stack_depth`.
+RunResult RunDown(int64_t n, size_t stack_depth) {
+  ProgramBuilder pb;
   const uint32_t down = pb.AddFunction("down", 1, 1, 4, Asm());
   Asm a(5);
   a.Load(0).Int(0).Op(Opcode::EQ);
@@ -113,19 +104,17 @@ uint32_t AddDown(ProgramBuilder& pb) {
   a.Bind(j);
   a.Line(6).Load(0).Int(1).Op(Opcode::SUB).Call(down, 1).Ret();
   pb.SetCode(down, a);
-  return down;
+  Asm m(9);
+  m.Int(n).Call(down, 1).Builtin(Builtin::k_print, 1).Op(Opcode::POP).Null().Ret();
+  VmOptions options;
+  options.stack_depth = stack_depth;
+  return RunMain(pb, m, 0, 8, options);
 }
 
 TEST(InterpreterTest, StackDepthLimitRaisesStackOverflow) {
-  ProgramBuilder pb;
-  const uint32_t down = AddDown(pb);
-  Asm m(9);
-  m.Int(1000).Call(down, 1).Op(Opcode::POP).Null().Ret();
-  VmOptions options;
-  options.stack_depth = 50;
-  RunResult r = RunMain(pb, m, 0, 8, options);
+  RunResult r = RunDown(1000, 50);
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err.substr(0, r.err.find('\n')), "error: stack overflow: more than 50 calls deep");
+  EXPECT_EQ(FirstLine(r.err), "error: stack overflow: more than 50 calls deep");
   // One trace line per frame: main and 49 frames of down.
   size_t lines = 0;
   for (char c : r.err) lines += c == '\n';
@@ -134,13 +123,7 @@ TEST(InterpreterTest, StackDepthLimitRaisesStackOverflow) {
 }
 
 TEST(InterpreterTest, DeepStackOverflowTraceKeepsInnermostAndOutermostFrames) {
-  ProgramBuilder pb;
-  const uint32_t down = AddDown(pb);
-  Asm m(9);
-  m.Int(1000000).Call(down, 1).Op(Opcode::POP).Null().Ret();
-  VmOptions options;
-  options.stack_depth = 100000;
-  RunResult r = RunMain(pb, m, 0, 8, options);
+  RunResult r = RunDown(1000000, 100000);
   EXPECT_EQ(r.exit_code, 1);
   // The error, 50 innermost frames, the omission, 10 outermost (main last).
   std::vector<std::string> lines = absl::StrSplit(r.err, '\n', absl::SkipEmpty());
@@ -153,13 +136,7 @@ TEST(InterpreterTest, DeepStackOverflowTraceKeepsInnermostAndOutermostFrames) {
 }
 
 TEST(InterpreterTest, DeepRecursionDoesNotUseTheNativeStack) {
-  ProgramBuilder pb;
-  const uint32_t down = AddDown(pb);
-  Asm m;
-  m.Int(150000).Call(down, 1).Builtin(Builtin::k_print, 1).Op(Opcode::POP).Null().Ret();
-  VmOptions options;
-  options.stack_depth = 200000;
-  RunResult r = RunMain(pb, m, 0, 8, options);
+  RunResult r = RunDown(150000, 200000);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "0\n");
 }
@@ -222,7 +199,7 @@ TEST(InterpreterTest, FieldErrors) {
     Asm m;
     m.Null().Int(1).SetField(pb.Symbol("x")).Null().Ret();
     RunResult r = RunMain(pb, m);
-    EXPECT_EQ(r.err.substr(0, r.err.find('\n')),
+    EXPECT_EQ(FirstLine(r.err),
               "error: null dereference: cannot write field 'x' of null");
   }
   {
@@ -230,7 +207,7 @@ TEST(InterpreterTest, FieldErrors) {
     Asm m;
     m.Int(5).GetField(pb.Symbol("x")).Ret();
     RunResult r = RunMain(pb, m);
-    EXPECT_EQ(r.err.substr(0, r.err.find('\n')), "error: unknown field: int has no field 'x'");
+    EXPECT_EQ(FirstLine(r.err), "error: unknown field: int has no field 'x'");
   }
 }
 
@@ -284,7 +261,7 @@ TEST(InterpreterTest, ArraysBytesAndStringIndexing) {
 std::string FirstErrorLine(ProgramBuilder& pb, const Asm& m, uint16_t locals = 1) {
   RunResult r = RunMain(pb, m, locals, 8);
   EXPECT_EQ(r.exit_code, 1);
-  return r.err.substr(0, r.err.find('\n'));
+  return FirstLine(r.err);
 }
 
 TEST(InterpreterTest, IndexErrors) {
@@ -354,4 +331,4 @@ TEST(InterpreterTest, GlobalsAndInitialisersTraceAsGlobals) {
 }
 
 }  // namespace
-}  // namespace minivm
+}  // namespace minivm::testing

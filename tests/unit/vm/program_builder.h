@@ -201,6 +201,39 @@ inline RunResult RunProgram(std::unique_ptr<Program> program, VmOptions options 
   return r;
 }
 
+// `1; if (!1) skip; 2; skip: 7; return`: the two paths reach `7` at
+// different stack depths. The interpreter runs it (RETURN takes the top, 7)
+// but the bytecode verifier refuses it, so the JIT does too.
+inline Asm InconsistentDepthCode() {
+  Asm a;
+  a.Int(1);
+  const size_t skip = a.Jump(Opcode::JUMP_IF_FALSE);
+  a.Int(2);
+  a.Bind(skip);
+  a.Int(7).Ret();
+  return a;
+}
+
+// Adds `main` (no parameters; `locals` locals; `stack` operand slots) to
+// `pb`, then runs the program as RunProgram does.
+inline RunResult RunMain(ProgramBuilder& pb, const Asm& main, uint16_t locals = 2,
+                         uint16_t stack = 16, VmOptions options = {}) {
+  pb.SetMain(pb.AddFunction("main", 0, locals, stack, main));
+  return RunProgram(pb.Build(), options);
+}
+
+// main() { return null; }: for tests of what happens around any program.
+inline std::unique_ptr<Program> ReturnNullProgram() {
+  ProgramBuilder pb;
+  Asm m;
+  m.Null().Ret();
+  pb.SetMain(pb.AddFunction("main", 0, 0, 1, m));
+  return pb.Build();
+}
+
+// The first line of an error output: the error itself, without the trace.
+inline std::string FirstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
+
 }  // namespace minivm::testing
 
 #endif  // MINIVM_TESTS_UNIT_VM_PROGRAM_BUILDER_H_

@@ -15,13 +15,10 @@
 #include "gtest/gtest.h"
 #include "tests/unit/vm/program_builder.h"
 
-namespace minivm {
+namespace minivm::testing {
 namespace {
 
-using testing::Asm;
 using ::testing::HasSubstr;
-using testing::ProgramBuilder;
-using testing::ReadAll;
 
 TEST(StandardStreamsTest, NothingLostKeepsTheCode) {
   FILE* out = std::tmpfile();
@@ -124,4 +121,4 @@ TEST(StandardStreamsTest, ClosedStandardDescriptorsAreOccupiedAndStillFail) {
 }
 
 }  // namespace
-}  // namespace minivm
+}  // namespace minivm::testing

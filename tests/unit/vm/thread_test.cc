@@ -10,13 +10,8 @@
 #include "gtest/gtest.h"
 #include "tests/unit/vm/program_builder.h"
 
-namespace minivm {
+namespace minivm::testing {
 namespace {
-
-using testing::Asm;
-using testing::ProgramBuilder;
-using testing::RunProgram;
-using testing::RunResult;
 
 TEST(ThreadTest, MutatorIsAtOffsetZero) {
   static_assert(offsetof(VMThread, mutator) == 0);
@@ -46,15 +41,11 @@ TEST(ThreadTest, StacksTheAddressSpaceCannotHoldAreAnErrorNotAnAbort) {
 }
 
 TEST(ThreadTest, VmWhoseMainStacksCannotBeReservedIsNotCreated) {
-  ProgramBuilder pb;
-  Asm m;
-  m.Null().Ret();
-  pb.SetMain(pb.AddFunction("main", 0, 0, 1, m));
   VmOptions options;
   options.heap.max_heap_bytes = size_t{8} << 20;
   options.exit_process = false;
   options.stack_depth = size_t{1} << 44;
-  absl::StatusOr<std::unique_ptr<VM>> vm = VM::Create(pb.Build(), options);
+  absl::StatusOr<std::unique_ptr<VM>> vm = VM::Create(ReturnNullProgram(), options);
   ASSERT_FALSE(vm.ok());
   EXPECT_EQ(vm.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(vm.status().message()), ::testing::HasSubstr("of thread main"));
@@ -191,4 +182,4 @@ TEST(ThreadTest, ErrorInAThreadEndsTheProcessWithExitCode1) {
 }
 
 }  // namespace
-}  // namespace minivm
+}  // namespace minivm::testing

@@ -6,11 +6,8 @@
 #include "gtest/gtest.h"
 #include "tests/unit/vm/program_builder.h"
 
-namespace minivm {
+namespace minivm::testing {
 namespace {
-
-using testing::Asm;
-using testing::ProgramBuilder;
 
 class CountingVisitor : public gc::RootVisitor {
  public:
@@ -50,14 +47,10 @@ TEST(VmTest, GlobalRootsCoverGlobalsConstantsAndThreadResults) {
 }
 
 TEST(VmTest, CreateRejectsImpossibleHeaps) {
-  ProgramBuilder pb;
-  Asm m;
-  m.Null().Ret();
-  pb.SetMain(pb.AddFunction("main", 0, 0, 1, m));
   VmOptions options;
   options.heap.max_heap_bytes = 1024;
-  EXPECT_FALSE(VM::Create(pb.Build(), options).ok());
+  EXPECT_FALSE(VM::Create(ReturnNullProgram(), options).ok());
 }
 
 }  // namespace
-}  // namespace minivm
+}  // namespace minivm::testing

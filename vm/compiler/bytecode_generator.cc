@@ -1,4 +1,4 @@
-#include "vm/compiler/codegen.h"
+#include "vm/compiler/bytecode_generator.h"
 
 #include <algorithm>
 #include <memory>
@@ -42,36 +42,28 @@ bool IsSpineNode(const Expr* e) {
          e->kind == ExprKind::kIndex;
 }
 
+// The binary operators that compile to one instruction (&& and || are
+// jumps, IsLogical).
+constexpr std::pair<TokenKind, Opcode> kBinaryOpcodes[] = {
+    {TokenKind::kPlus, Opcode::ADD}, {TokenKind::kMinus, Opcode::SUB},
+    {TokenKind::kStar, Opcode::MUL}, {TokenKind::kSlash, Opcode::DIV},
+    {TokenKind::kPercent, Opcode::MOD}, {TokenKind::kEq, Opcode::EQ}, {TokenKind::kNe, Opcode::NE},
+    {TokenKind::kLt, Opcode::LT}, {TokenKind::kLe, Opcode::LE}, {TokenKind::kGt, Opcode::GT},
+    {TokenKind::kGe, Opcode::GE}};
+
+// `op` is one of kBinaryOpcodes' tokens: the parser makes binary nodes of
+// no others.
 Opcode BinaryOpcode(TokenKind op) {
-  switch (op) {
-    case TokenKind::kPlus:
-      return Opcode::ADD;
-    case TokenKind::kMinus:
-      return Opcode::SUB;
-    case TokenKind::kStar:
-      return Opcode::MUL;
-    case TokenKind::kSlash:
-      return Opcode::DIV;
-    case TokenKind::kPercent:
-      return Opcode::MOD;
-    case TokenKind::kEq:
-      return Opcode::EQ;
-    case TokenKind::kNe:
-      return Opcode::NE;
-    case TokenKind::kLt:
-      return Opcode::LT;
-    case TokenKind::kLe:
-      return Opcode::LE;
-    case TokenKind::kGt:
-      return Opcode::GT;
-    default:
-      return Opcode::GE;
+  for (const auto& [token, opcode] : kBinaryOpcodes) {
+    if (token == op) return opcode;
   }
+  return Opcode::GE;
 }
 
-class FunctionCompiler {
+// Walks one function's AST and emits its bytecode through an Emitter.
+class BytecodeGenerator {
  public:
-  FunctionCompiler(CompileContext* ctx, Function* fn) : ctx_(ctx), fn_(fn), em_(fn) {}
+  BytecodeGenerator(CompileContext* ctx, Function* fn) : ctx_(ctx), fn_(fn), em_(fn) {}
 
   void CompileFunction(const FnDecl& decl);
   void CompileGlobals(const Module& module);
@@ -124,6 +116,9 @@ class FunctionCompiler {
   void CompileCall(const Expr* e);
   void CompileNew(const Expr* e);
   void CompileSpawn(const Expr* e);
+  // CALL or SPAWN of user function #index: the arity check, the arguments,
+  // the instruction.
+  void CompileUserFunctionCall(Opcode op, const Expr* e, uint32_t index, int depth);
   bool CheckArgCount(const Expr* e);
   void CompileArgs(const Expr* e);
   // After a call that failed to resolve: keep the stack shape of a call.
@@ -148,7 +143,7 @@ class FunctionCompiler {
 // ---------------------------------------------------------------------------
 // Functions
 
-void FunctionCompiler::CompileFunction(const FnDecl& decl) {
+void BytecodeGenerator::CompileFunction(const FnDecl& decl) {
   em_.set_line(decl.pos.line);
   BeginScope();
   // Parameters share the body's outermost scope: `fn f(a) { var a; }` is a
@@ -164,7 +159,7 @@ void FunctionCompiler::CompileFunction(const FnDecl& decl) {
   Finish(end, !terminates);
 }
 
-void FunctionCompiler::CompileGlobals(const Module& module) {
+void BytecodeGenerator::CompileGlobals(const Module& module) {
   em_.set_line(1);
   for (const Decl& d : module.decls) {
     if (d.kind != DeclKind::kGlobal) continue;
@@ -178,7 +173,7 @@ void FunctionCompiler::CompileGlobals(const Module& module) {
   Finish(Pos{em_.line(), 1}, true);
 }
 
-void FunctionCompiler::Finish(Pos end, bool falls_through) {
+void BytecodeGenerator::Finish(Pos end, bool falls_through) {
   if (falls_through || em_.JumpTargetsEnd() || em_.offset() == 0) {
     em_.set_line(end.line);
     em_.Emit(Opcode::PUSH_NULL);
@@ -198,7 +193,7 @@ void FunctionCompiler::Finish(Pos end, bool falls_through) {
 // ---------------------------------------------------------------------------
 // Scopes
 
-void FunctionCompiler::EndScope() {
+void BytecodeGenerator::EndScope() {
   for (const std::string* name : scopes_.back()) {
     auto it = locals_.find(*name);
     it->second.pop_back();
@@ -208,7 +203,7 @@ void FunctionCompiler::EndScope() {
   scopes_.pop_back();
 }
 
-int FunctionCompiler::DeclareLocal(const std::string& name, Pos pos) {
+int BytecodeGenerator::DeclareLocal(const std::string& name, Pos pos) {
   const int scope = static_cast<int>(scopes_.size()) - 1;
   auto [it, inserted] = locals_.try_emplace(name);
   if (!it->second.empty() && it->second.back().scope == scope) {
@@ -228,13 +223,13 @@ int FunctionCompiler::DeclareLocal(const std::string& name, Pos pos) {
   return slot;
 }
 
-std::optional<int> FunctionCompiler::LookupLocal(const std::string& name) const {
+std::optional<int> BytecodeGenerator::LookupLocal(const std::string& name) const {
   auto it = locals_.find(name);
   if (it == locals_.end() || it->second.empty()) return std::nullopt;
   return it->second.back().slot;
 }
 
-std::string FunctionCompiler::NotAValue(const std::string& name) const {
+std::string BytecodeGenerator::NotAValue(const std::string& name) const {
   if (ctx_->classes.contains(name)) return absl::StrCat("'", name, "' is a class, not a value");
   if (ctx_->functions.contains(name) || LookupBuiltin(name).has_value()) {
     return absl::StrCat("'", name, "' is a function, not a value");
@@ -245,14 +240,14 @@ std::string FunctionCompiler::NotAValue(const std::string& name) const {
 // ---------------------------------------------------------------------------
 // Statements
 
-bool FunctionCompiler::CompileBlock(const Block* block) {
+bool BytecodeGenerator::CompileBlock(const Block* block) {
   BeginScope();
   const bool terminates = CompileStatements(block->stmts);
   EndScope();
   return terminates;
 }
 
-bool FunctionCompiler::CompileStatements(const std::vector<Stmt*>& stmts) {
+bool BytecodeGenerator::CompileStatements(const std::vector<Stmt*>& stmts) {
   // Code after a return/break/continue is still compiled, for its errors,
   // and then it is that dead code which ends the block: what counts is
   // whether the *last* statement can fall through, so that the code never
@@ -262,7 +257,7 @@ bool FunctionCompiler::CompileStatements(const std::vector<Stmt*>& stmts) {
   return terminates;
 }
 
-bool FunctionCompiler::CompileStmt(const Stmt* s) {
+bool BytecodeGenerator::CompileStmt(const Stmt* s) {
   em_.set_line(s->pos.line);
   switch (s->kind) {
     case StmtKind::kVar: {
@@ -326,7 +321,7 @@ bool FunctionCompiler::CompileStmt(const Stmt* s) {
   return false;
 }
 
-void FunctionCompiler::CompileSimple(const Stmt* s) {
+void BytecodeGenerator::CompileSimple(const Stmt* s) {
   if (s->kind == StmtKind::kExpr) {
     CompileExpr(s->expr);
     em_.set_line(s->pos.line);
@@ -336,7 +331,7 @@ void FunctionCompiler::CompileSimple(const Stmt* s) {
   CompileAssign(s);
 }
 
-void FunctionCompiler::CompileAssign(const Stmt* s) {
+void BytecodeGenerator::CompileAssign(const Stmt* s) {
   const Expr* target = s->target;
   switch (target->kind) {
     case ExprKind::kName: {
@@ -369,7 +364,7 @@ void FunctionCompiler::CompileAssign(const Stmt* s) {
   }
 }
 
-bool FunctionCompiler::CompileIf(const Stmt* s) {
+bool BytecodeGenerator::CompileIf(const Stmt* s) {
   std::vector<size_t> end_jumps;
   bool all_terminate = true;
   for (size_t i = 0; i < s->clauses.size(); ++i) {
@@ -392,7 +387,7 @@ bool FunctionCompiler::CompileIf(const Stmt* s) {
   return all_terminate;
 }
 
-void FunctionCompiler::CompileWhile(const Stmt* s) {
+void BytecodeGenerator::CompileWhile(const Stmt* s) {
   const size_t start = em_.offset();
   CompileExpr(s->expr);
   em_.set_line(s->pos.line);
@@ -409,7 +404,7 @@ void FunctionCompiler::CompileWhile(const Stmt* s) {
   loops_.pop_back();
 }
 
-void FunctionCompiler::CompileFor(const Stmt* s) {
+void BytecodeGenerator::CompileFor(const Stmt* s) {
   BeginScope();  // a `var` in the initialiser belongs to the loop
   if (s->init != nullptr) CompileStmt(s->init);
   em_.set_line(s->pos.line);
@@ -441,7 +436,7 @@ void FunctionCompiler::CompileFor(const Stmt* s) {
 // ---------------------------------------------------------------------------
 // Expressions
 
-void FunctionCompiler::CompileExpr(const Expr* e) {
+void BytecodeGenerator::CompileExpr(const Expr* e) {
   if (!IsSpineNode(e)) return CompileLeaf(e);
   absl::InlinedVector<const Expr*, 8> spine;
   const Expr* leaf = e;
@@ -470,7 +465,7 @@ void FunctionCompiler::CompileExpr(const Expr* e) {
   }
 }
 
-void FunctionCompiler::CompileLeaf(const Expr* e) {
+void BytecodeGenerator::CompileLeaf(const Expr* e) {
   em_.set_line(e->pos.line);
   switch (e->kind) {
     case ExprKind::kInt:
@@ -524,7 +519,7 @@ void FunctionCompiler::CompileLeaf(const Expr* e) {
 // End:                                End:
 // A chain of the same operator is flattened (it is left-nested, and may be
 // long); operands with other operators are compiled recursively.
-void FunctionCompiler::CompileLogical(const Expr* e) {
+void BytecodeGenerator::CompileLogical(const Expr* e) {
   const TokenKind op = e->op;
   absl::InlinedVector<const Expr*, 8> operands;
   absl::InlinedVector<const Expr*, 8> operators;
@@ -563,7 +558,7 @@ void FunctionCompiler::CompileLogical(const Expr* e) {
   em_.PatchJump(end);
 }
 
-void FunctionCompiler::CompileName(const Expr* e) {
+void BytecodeGenerator::CompileName(const Expr* e) {
   if (std::optional<int> slot = LookupLocal(e->text)) {
     em_.EmitU16(Opcode::LOAD_LOCAL, static_cast<uint16_t>(std::min(*slot, kMaxLocals - 1)));
   } else if (auto it = ctx_->globals.find(e->text); it != ctx_->globals.end()) {
@@ -574,38 +569,29 @@ void FunctionCompiler::CompileName(const Expr* e) {
   }
 }
 
-bool FunctionCompiler::CheckArgCount(const Expr* e) {
+bool BytecodeGenerator::CheckArgCount(const Expr* e) {
   if (e->args.size() <= static_cast<size_t>(kMaxArgs)) return true;
   Error(e->args[kMaxArgs]->pos, absl::StrCat("too many arguments (max ", kMaxArgs, ")"));
   return false;
 }
 
-void FunctionCompiler::CompileArgs(const Expr* e) {
+void BytecodeGenerator::CompileArgs(const Expr* e) {
   for (const Expr* arg : e->args) CompileExpr(arg);
   em_.set_line(e->pos.line);
 }
 
-void FunctionCompiler::EmitFailedCall(const Expr* e, int depth_before) {
+void BytecodeGenerator::EmitFailedCall(const Expr* e, int depth_before) {
   CompileArgs(e);  // for the errors in the arguments
   em_.set_depth(depth_before);
   em_.Emit(Opcode::PUSH_NULL);
 }
 
-void FunctionCompiler::CompileCall(const Expr* e) {
+void BytecodeGenerator::CompileCall(const Expr* e) {
   const int depth = em_.depth();
   const int argc = static_cast<int>(e->args.size());
   if (!CheckArgCount(e)) return EmitFailedCall(e, depth);
   if (auto it = ctx_->functions.find(e->text); it != ctx_->functions.end()) {
-    const FnDecl* decl = ctx_->fn_decls[it->second];
-    const int arity = static_cast<int>(decl->params.size());
-    if (!decl->malformed && arity != argc) {
-      Error(e->name_pos, absl::StrCat("function '", e->text, "' takes ", Plural(arity, "argument"),
-                                      ", got ", argc));
-      return EmitFailedCall(e, depth);
-    }
-    CompileArgs(e);
-    em_.EmitU32U8(Opcode::CALL, it->second, static_cast<uint8_t>(argc));
-    return;
+    return CompileUserFunctionCall(Opcode::CALL, e, it->second, depth);
   }
   if (std::optional<Builtin> b = LookupBuiltin(e->text)) {
     const BuiltinInfo& info = GetBuiltinInfo(*b);
@@ -636,7 +622,7 @@ void FunctionCompiler::CompileCall(const Expr* e) {
   EmitFailedCall(e, depth);
 }
 
-void FunctionCompiler::CompileNew(const Expr* e) {
+void BytecodeGenerator::CompileNew(const Expr* e) {
   const int depth = em_.depth();
   const int argc = static_cast<int>(e->args.size());
   auto it = ctx_->classes.find(e->text);
@@ -663,9 +649,8 @@ void FunctionCompiler::CompileNew(const Expr* e) {
   em_.EmitU32U8(Opcode::INIT_FIELDS, it->second, static_cast<uint8_t>(argc));
 }
 
-void FunctionCompiler::CompileSpawn(const Expr* e) {
+void BytecodeGenerator::CompileSpawn(const Expr* e) {
   const int depth = em_.depth();
-  const int argc = static_cast<int>(e->args.size());
   if (!CheckArgCount(e)) return EmitFailedCall(e, depth);
   auto it = ctx_->functions.find(e->text);
   if (it == ctx_->functions.end()) {
@@ -677,7 +662,13 @@ void FunctionCompiler::CompileSpawn(const Expr* e) {
     }
     return EmitFailedCall(e, depth);
   }
-  const FnDecl* decl = ctx_->fn_decls[it->second];
+  CompileUserFunctionCall(Opcode::SPAWN, e, it->second, depth);
+}
+
+void BytecodeGenerator::CompileUserFunctionCall(Opcode op, const Expr* e, uint32_t index,
+                                                int depth) {
+  const int argc = static_cast<int>(e->args.size());
+  const FnDecl* decl = ctx_->fn_decls[index];
   const int arity = static_cast<int>(decl->params.size());
   if (!decl->malformed && arity != argc) {
     Error(e->name_pos, absl::StrCat("function '", e->text, "' takes ", Plural(arity, "argument"),
@@ -685,10 +676,10 @@ void FunctionCompiler::CompileSpawn(const Expr* e) {
     return EmitFailedCall(e, depth);
   }
   CompileArgs(e);
-  em_.EmitU32U8(Opcode::SPAWN, it->second, static_cast<uint8_t>(argc));
+  em_.EmitU32U8(op, index, static_cast<uint8_t>(argc));
 }
 
-void FunctionCompiler::EmitField(Opcode op, const Expr* e) {
+void BytecodeGenerator::EmitField(Opcode op, const Expr* e) {
   const uint32_t symbol = ctx_->program->symbols.Intern(e->text);
   em_.set_line(e->pos.line);
   em_.EmitU32U32(op, symbol, num_field_caches_++);
@@ -697,11 +688,11 @@ void FunctionCompiler::EmitField(Opcode op, const Expr* e) {
 }  // namespace
 
 void CompileFunctionBody(CompileContext* ctx, const FnDecl& decl, Function* fn) {
-  FunctionCompiler(ctx, fn).CompileFunction(decl);
+  BytecodeGenerator(ctx, fn).CompileFunction(decl);
 }
 
 void CompileGlobalInitializers(CompileContext* ctx, const Module& module, Function* fn) {
-  FunctionCompiler(ctx, fn).CompileGlobals(module);
+  BytecodeGenerator(ctx, fn).CompileGlobals(module);
 }
 
 }  // namespace minivm::compiler

@@ -1,7 +1,7 @@
-// Bytecode to LLVM IR, one Function at a time. Internal to vm/jit/ (the
+// LLVM IR generation: bytecode to LLVM IR, one Function at a time. Internal to vm/jit/ (the
 // only place that includes LLVM headers).
-#ifndef MINIVM_VM_JIT_CODEGEN_H_
-#define MINIVM_VM_JIT_CODEGEN_H_
+#ifndef MINIVM_VM_JIT_IR_GENERATOR_H_
+#define MINIVM_VM_JIT_IR_GENERATOR_H_
 
 #include <string>
 
@@ -20,4 +20,4 @@ absl::Status EmitFunction(const VM& vm, const Function& fn, const std::string& s
 
 }  // namespace minivm::jit
 
-#endif  // MINIVM_VM_JIT_CODEGEN_H_
+#endif  // MINIVM_VM_JIT_IR_GENERATOR_H_

@@ -23,8 +23,9 @@
 //     stack-map parser for a tier whose values already have a home);
 //     keeping the slots in memory all the time (stores on every push).
 //  3. Stack depth is static per instruction (the front end guarantees it and
-//     Analyze() re-checks it), so operand slot k is always alloca
-//     num_locals + k; a spill at depth d writes exactly num_locals + d slots.
+//     the bytecode verifier, vm/bytecode/verifier.h, re-checks it), so
+//     operand slot k is always alloca num_locals + k; a spill at depth d
+//     writes exactly num_locals + d slots.
 //  4. Allocation: NEW inlines the TLAB fast path — load top, add the
 //     constant size, compare with current_end, store top, store the class
 //     pointer (the TLAB is zero-filled, so gc_word and the fields are
@@ -50,12 +51,12 @@
 //  9. Errors: the runtime raises on the thread; compiled code returns
 //     kError up the native chain with the frames untouched, so the trace is
 //     the interpreter's.
-#include "vm/jit/codegen.h"
+#include "vm/jit/ir_generator.h"
 
-#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -66,8 +67,9 @@
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/MDBuilder.h"
-#include "vm/bytecode/builtins.h"
 #include "vm/bytecode/opcodes.h"
+#include "vm/bytecode/verifier.h"
+#include "vm/jit/runtime.h"
 #include "vm/runtime/builtin_classes.h"
 #include "vm/runtime/interpreter.h"
 #include "vm/runtime/thread.h"
@@ -79,12 +81,10 @@ using llvm::BasicBlock;
 using llvm::IRBuilder;
 using LValue = llvm::Value;
 
-constexpr int kUnknownDepth = -1;
-
 // Offsets compiled code uses, in one place.
 constexpr uint64_t kTlabTop = offsetof(gc::Tlab, top);
 constexpr uint64_t kTlabCurrentEnd = offsetof(gc::Tlab, current_end);
-constexpr uint64_t kPoll = offsetof(gc::Mutator, poll);
+constexpr uint64_t kPollWord = offsetof(gc::Mutator, poll);
 constexpr uint64_t kCardTable = offsetof(gc::Mutator, card_table_biased);
 constexpr uint64_t kThreadSp = offsetof(VMThread, sp);
 constexpr uint64_t kThreadFp = offsetof(VMThread, fp);
@@ -97,50 +97,39 @@ constexpr uint64_t kFrameBase = offsetof(Frame, base);
 static_assert(offsetof(VMThread, mutator) == 0);
 static_assert(std::is_standard_layout_v<Frame>);
 
-// Number of values an instruction pops (its stack effect is pushes - pops).
-int Pops(Opcode op, const uint8_t* pc) {
-  switch (op) {
-    case Opcode::POP:
-    case Opcode::STORE_LOCAL:
-    case Opcode::STORE_GLOBAL:
-    case Opcode::GET_FIELD:
-    case Opcode::NEG:
-    case Opcode::NOT:
-    case Opcode::JUMP_IF_FALSE:
-    case Opcode::RETURN:
-      return 1;
-    case Opcode::SET_FIELD:
-    case Opcode::GET_INDEX:
-    case Opcode::ADD:
-    case Opcode::SUB:
-    case Opcode::MUL:
-    case Opcode::DIV:
-    case Opcode::MOD:
-    case Opcode::EQ:
-    case Opcode::NE:
-    case Opcode::LT:
-    case Opcode::LE:
-    case Opcode::GT:
-    case Opcode::GE:
-      return 2;
-    case Opcode::SET_INDEX:
-      return 3;
-    case Opcode::CALL:
-    case Opcode::NEW:
-    case Opcode::SPAWN:
-      return pc[5];
-    case Opcode::INIT_FIELDS:
-      return pc[5] + 1;
-    case Opcode::CALL_BUILTIN:
-      return pc[2];
-    default:
-      return 0;
+// LLVM types of the runtime functions' C++ parameter and result types
+// (vm/jit/runtime.h): a type with no mapping here does not compile.
+template <typename T>
+llvm::Type* LlvmTypeOf(llvm::LLVMContext& ctx) {
+  if constexpr (std::is_void_v<T>) {
+    return llvm::Type::getVoidTy(ctx);
+  } else if constexpr (std::is_pointer_v<T>) {
+    return llvm::PointerType::getUnqual(ctx);
+  } else {
+    // bool has no fixed ABI width to match; use an int32_t.
+    static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>,
+                  "runtime functions take and return pointers and fixed-width integers");
+    return llvm::Type::getIntNTy(ctx, 8 * sizeof(T));
   }
 }
 
-class FunctionCompiler {
+// The LLVM signature of a runtime function, from its C++ type.
+template <typename F>
+struct RuntimeFunctionType;
+template <typename R, typename... Params>
+struct RuntimeFunctionType<R(Params...) noexcept> {
+  static llvm::FunctionType* Get(llvm::LLVMContext& ctx) {
+    return llvm::FunctionType::get(LlvmTypeOf<R>(ctx), {LlvmTypeOf<Params>(ctx)...}, false);
+  }
+};
+
+using enum RuntimeFunction;
+
+// Emits one verified bytecode Function as one LLVM function (the design
+// above); the bytecode compiler's counterpart is compiler::BytecodeGenerator.
+class IrGenerator {
  public:
-  FunctionCompiler(const VM& vm, const Function& fn, llvm::Module* module)
+  IrGenerator(const VM& vm, const Function& fn, llvm::Module* module)
       : vm_(vm),
         program_(vm.program()),
         fn_(fn),
@@ -156,17 +145,17 @@ class FunctionCompiler {
   absl::Status Emit(const std::string& symbol);
 
  private:
-  // --- analysis ------------------------------------------------------------
-  absl::Status Analyze();
-  absl::Status CheckOperands(uint32_t off, Opcode op, const uint8_t* pc) const;
+  // --- bytecode ------------------------------------------------------------
   Opcode OpAt(uint32_t off) const { return static_cast<Opcode>(code_[off]); }
-  uint32_t LenAt(uint32_t off) const { return GetOpcodeInfo(OpAt(off)).length; }
-  uint32_t JumpTarget(uint32_t off) const {
-    return static_cast<uint32_t>(static_cast<int64_t>(off) + LenAt(off) + ReadI32(code_ + off + 1));
+  uint32_t LenAt(uint32_t off) const { return OpcodeLength(OpAt(off)); }
+  // Verified code: the target is an instruction of this function.
+  uint32_t JumpTargetAt(uint32_t off) const {
+    return static_cast<uint32_t>(JumpTarget(code_, off));
   }
 
   // --- IR helpers ----------------------------------------------------------
   void DeclareRuntime();
+  llvm::FunctionCallee Rt(RuntimeFunction f) const { return runtime_[static_cast<int>(f)]; }
   BasicBlock* NewBlock(const char* name) { return BasicBlock::Create(ctx_, name, llvm_fn_); }
   LValue* Const64(uint64_t v) { return b_.getInt64(v); }
   LValue* ConstPtr(const void* p) {
@@ -217,9 +206,16 @@ class FunctionCompiler {
 
   // --- instructions ----------------------------------------------------------
   void EmitInstruction(uint32_t off, int depth);
-  void EmitIntBinary(Opcode op, uint32_t off, int depth);
-  void EmitDivMod(Opcode op, uint32_t off, int depth);
+  // ADD..GE, DIV, MOD: the integer fast path inline, else the runtime.
+  void EmitArithmetic(Opcode op, uint32_t off, int depth);
+  LValue* IntFastPath(Opcode op, LValue* a, LValue* c);  // both tagged ints
   void EmitEquality(Opcode op, int depth);
+  // Field or element `index` (untagged) of `obj`, past `header_size`: a
+  // release store of the top operand with its card mark, or an acquire load
+  // that replaces the operands a read pops (the object, and the index if
+  // any: `read_pops`).
+  void EmitSlotAccess(LValue* obj, LValue* index, uint64_t header_size, int depth, bool write,
+                      int read_pops);
   void EmitField(uint32_t off, int depth, bool write);
   void EmitIndex(uint32_t off, int depth, bool write);
   void EmitNew(uint32_t off, int depth);
@@ -243,11 +239,9 @@ class FunctionCompiler {
   llvm::Type* i64_;
   llvm::PointerType* ptr_;
 
-  // Analysis results, indexed by bytecode offset.
-  std::vector<int> depth_;          // stack depth before the instruction; -1 unreachable
-  std::vector<bool> is_start_;      // an instruction starts here
-  std::vector<bool> is_leader_;     // starts a basic block
-  std::vector<uint32_t> loop_headers_;  // LOOP targets: the OSR entries
+  // The verifier's facts (stack depths, block leaders, loop headers: the
+  // OSR entries), indexed by bytecode offset.
+  VerifiedCode verified_;
 
   llvm::Function* llvm_fn_ = nullptr;
   LValue* thread_ = nullptr;
@@ -262,181 +256,55 @@ class FunctionCompiler {
   llvm::MDNode* tbaa_frame_ = nullptr;   // Frame records
   llvm::MDNode* tbaa_object_ = nullptr;  // object headers and initialising stores
 
-  llvm::FunctionCallee rt_poll_, rt_new_, rt_binary_, rt_equal_, rt_neg_, rt_field_, rt_get_index_,
-      rt_set_index_, rt_builtin_, rt_spawn_, rt_call_interp_, rt_overflow_;
+  llvm::FunctionCallee runtime_[kNumRuntimeFunctions];  // by RuntimeFunction
   llvm::Function* frameaddress_ = nullptr;
 };
 
-absl::Status FunctionCompiler::CheckOperands(uint32_t off, Opcode op, const uint8_t* pc) const {
-  auto bad = [&](const char* what) {
-    return absl::InvalidArgumentError(absl::StrCat("offset ", off, ": ", what));
-  };
-  switch (op) {
-    case Opcode::PUSH_STRING:
-      if (ReadU32(pc + 1) >= program_.string_constants.size()) return bad("bad string constant");
-      break;
-    case Opcode::LOAD_LOCAL:
-    case Opcode::STORE_LOCAL:
-      if (ReadU16(pc + 1) >= fn_.num_locals) return bad("bad local");
-      break;
-    case Opcode::LOAD_GLOBAL:
-    case Opcode::STORE_GLOBAL:
-      if (ReadU32(pc + 1) >= program_.global_names.size()) return bad("bad global");
-      break;
-    case Opcode::GET_FIELD:
-    case Opcode::SET_FIELD:
-      if (ReadU32(pc + 5) >= fn_.num_field_caches) return bad("bad field cache");
-      break;
-    case Opcode::CALL:
-    case Opcode::SPAWN:
-      if (ReadU32(pc + 1) >= program_.functions.size() ||
-          program_.functions[ReadU32(pc + 1)]->arity != pc[5]) {
-        return bad("bad callee or argument count");
-      }
-      break;
-    case Opcode::NEW:
-    case Opcode::INIT_FIELDS:
-      if (ReadU32(pc + 1) >= program_.classes.size() ||
-          pc[5] > program_.classes[ReadU32(pc + 1)]->field_count) {
-        return bad("bad class or argument count");
-      }
-      break;
-    case Opcode::CALL_BUILTIN:
-      if (pc[1] >= sizeof(kBuiltinInfos) / sizeof(kBuiltinInfos[0])) return bad("bad built-in");
-      break;
-    default:
-      break;
-  }
-  return absl::OkStatus();
-}
-
-absl::Status FunctionCompiler::Analyze() {
-  const size_t size = fn_.code.size();
-  if (size == 0) return absl::InvalidArgumentError("empty function");
-  is_start_.assign(size, false);
-  is_leader_.assign(size, false);
-  depth_.assign(size, kUnknownDepth);
-  for (uint32_t off = 0; off < size;) {
-    if (code_[off] >= kNumOpcodes) return absl::InvalidArgumentError("invalid opcode");
-    const uint32_t len = LenAt(off);
-    if (off + len > size) return absl::InvalidArgumentError("truncated instruction");
-    is_start_[off] = true;
-    off += len;
-  }
-  // Forward dataflow of the stack depth from offset 0.
-  std::vector<uint32_t> work = {0};
-  depth_[0] = 0;
-  is_leader_[0] = true;
-  auto flow = [&](uint32_t to, int depth) -> absl::Status {
-    if (to >= size || !is_start_[to]) {
-      return absl::InvalidArgumentError(absl::StrCat("bad jump target ", to));
-    }
-    if (depth_[to] == kUnknownDepth) {
-      depth_[to] = depth;
-      work.push_back(to);
-    } else if (depth_[to] != depth) {
-      return absl::InvalidArgumentError(absl::StrCat("inconsistent stack depth at ", to));
-    }
-    return absl::OkStatus();
-  };
-  while (!work.empty()) {
-    const uint32_t off = work.back();
-    work.pop_back();
-    const uint8_t* pc = code_ + off;
-    const Opcode op = OpAt(off);
-    if (absl::Status s = CheckOperands(off, op, pc); !s.ok()) return s;
-    const int depth = depth_[off];
-    const int after = depth + StackEffect(pc);
-    if (depth < Pops(op, pc) || after < 0 || after > fn_.max_stack) {
-      return absl::InvalidArgumentError(absl::StrCat("stack depth out of range at ", off));
-    }
-    const uint32_t next = off + LenAt(off);
-    switch (op) {
-      case Opcode::RETURN:
-        break;
-      case Opcode::JUMP:
-      case Opcode::LOOP: {
-        const uint32_t target = JumpTarget(off);
-        if (absl::Status s = flow(target, after); !s.ok()) return s;
-        is_leader_[target] = true;
-        if (op == Opcode::LOOP) loop_headers_.push_back(target);
-        break;
-      }
-      case Opcode::JUMP_IF_FALSE: {
-        const uint32_t target = JumpTarget(off);
-        if (absl::Status s = flow(target, after); !s.ok()) return s;
-        if (absl::Status s = flow(next, after); !s.ok()) return s;
-        is_leader_[target] = true;
-        is_leader_[next] = true;
-        break;
-      }
-      default:
-        if (absl::Status s = flow(next, after); !s.ok()) return s;
-        break;
-    }
-  }
-  std::sort(loop_headers_.begin(), loop_headers_.end());
-  loop_headers_.erase(std::unique(loop_headers_.begin(), loop_headers_.end()),
-                      loop_headers_.end());
-  return absl::OkStatus();
-}
-
-void FunctionCompiler::DeclareRuntime() {
-  llvm::Type* void_ = b_.getVoidTy();
-  auto declare = [&](const char* name, llvm::Type* ret, std::vector<llvm::Type*> params) {
-    llvm::FunctionCallee c =
-        module_->getOrInsertFunction(name, llvm::FunctionType::get(ret, params, false));
+void IrGenerator::DeclareRuntime() {
+#define MINIVM_JIT_DECLARE(id, symbol, ret, params)                                          \
+  runtime_[static_cast<int>(RuntimeFunction::id)] = module_->getOrInsertFunction(         \
+      #symbol, RuntimeFunctionType<decltype(symbol)>::Get(ctx_));
+  MINIVM_JIT_RUNTIME(MINIVM_JIT_DECLARE)
+#undef MINIVM_JIT_DECLARE
+  for (llvm::FunctionCallee& c : runtime_) {
     if (auto* f = llvm::dyn_cast<llvm::Function>(c.getCallee())) {
-      f->addFnAttr(llvm::Attribute::NoUnwind);
+      f->addFnAttr(llvm::Attribute::NoUnwind);  // all are noexcept (runtime.h, 3)
     }
-    return c;
-  };
-  rt_poll_ = declare("minivm_jit_poll", void_, {ptr_});
-  rt_new_ = declare("minivm_jit_new", ptr_, {ptr_, ptr_, i64_});
-  rt_binary_ = declare("minivm_jit_binary", i32_, {ptr_, i32_, ptr_});
-  rt_equal_ = declare("minivm_jit_equal", i32_, {i64_, i64_});
-  rt_neg_ = declare("minivm_jit_neg_type", void_, {ptr_, i64_});
-  rt_field_ = declare("minivm_jit_field_slot", i64_, {ptr_, i64_, i32_, ptr_, i32_});
-  rt_get_index_ = declare("minivm_jit_get_index", i32_, {ptr_, ptr_});
-  rt_set_index_ = declare("minivm_jit_set_index", i32_, {ptr_, ptr_});
-  rt_builtin_ = declare("minivm_jit_builtin", i32_, {ptr_, i32_, ptr_, i32_});
-  rt_spawn_ = declare("minivm_jit_spawn", i32_, {ptr_, ptr_, ptr_, i32_});
-  rt_call_interp_ = declare("minivm_jit_call_interpreted", i32_, {ptr_, ptr_});
-  rt_overflow_ = declare("minivm_jit_stack_overflow", void_, {ptr_, i32_});
+  }
   // Equality of Strings is pure: it neither writes memory the caller can
   // see nor reaches a safepoint.
-  if (auto* f = llvm::dyn_cast<llvm::Function>(rt_equal_.getCallee())) {
+  if (auto* f = llvm::dyn_cast<llvm::Function>(Rt(kEqual).getCallee())) {
     f->setOnlyReadsMemory();
     f->setWillReturn();
   }
   frameaddress_ = llvm::Intrinsic::getDeclaration(module_, llvm::Intrinsic::frameaddress, {ptr_});
 }
 
-LValue* FunctionCompiler::LoadField(LValue* p, uint64_t off, llvm::Type* ty, llvm::MDNode* tbaa) {
+LValue* IrGenerator::LoadField(LValue* p, uint64_t off, llvm::Type* ty, llvm::MDNode* tbaa) {
   llvm::LoadInst* load = b_.CreateAlignedLoad(ty, ByteOffset(p, off), llvm::Align(8));
   if (tbaa != nullptr) load->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa);
   return load;
 }
 
-void FunctionCompiler::StoreField(LValue* v, LValue* p, uint64_t off, llvm::MDNode* tbaa) {
+void IrGenerator::StoreField(LValue* v, LValue* p, uint64_t off, llvm::MDNode* tbaa) {
   llvm::StoreInst* store = b_.CreateAlignedStore(v, ByteOffset(p, off), llvm::Align(8));
   if (tbaa != nullptr) store->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa);
 }
 
-LValue* FunctionCompiler::LoadAcquire(LValue* p) {
+LValue* IrGenerator::LoadAcquire(LValue* p) {
   llvm::LoadInst* load = b_.CreateAlignedLoad(i64_, p, llvm::Align(8));
   load->setAtomic(llvm::AtomicOrdering::Acquire);
   return load;
 }
 
-void FunctionCompiler::StoreRelease(LValue* v, LValue* p) {
+void IrGenerator::StoreRelease(LValue* v, LValue* p) {
   llvm::StoreInst* store = b_.CreateAlignedStore(v, p, llvm::Align(8));
   store->setAtomic(llvm::AtomicOrdering::Release);
 }
 
-void FunctionCompiler::SetPc(uint32_t off) { StoreField(ConstPtr(code_ + off), frame_, kFramePc, tbaa_frame_); }
+void IrGenerator::SetPc(uint32_t off) { StoreField(ConstPtr(code_ + off), frame_, kFramePc, tbaa_frame_); }
 
-void FunctionCompiler::Spill(int n, uint32_t off) {
+void IrGenerator::Spill(int n, uint32_t off) {
   for (int i = 0; i < n; ++i) {
     llvm::StoreInst* s = b_.CreateAlignedStore(Get(i), HomeAddr(i), llvm::Align(8));
     s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
@@ -445,7 +313,7 @@ void FunctionCompiler::Spill(int n, uint32_t off) {
   SetPc(off);
 }
 
-void FunctionCompiler::Reload(int n) {
+void IrGenerator::Reload(int n) {
   for (int i = 0; i < n; ++i) {
     llvm::LoadInst* l = b_.CreateAlignedLoad(i64_, HomeAddr(i), llvm::Align(8));
     l->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
@@ -453,7 +321,7 @@ void FunctionCompiler::Reload(int n) {
   }
 }
 
-void FunctionCompiler::ReturnIfNonZero(LValue* status) {
+void IrGenerator::ReturnIfNonZero(LValue* status) {
   BasicBlock* fail = NewBlock("propagate");
   BasicBlock* ok = NewBlock("ok");
   CondBrUnlikely(b_.CreateICmpNE(status, b_.getInt32(0)), fail, ok);
@@ -462,8 +330,8 @@ void FunctionCompiler::ReturnIfNonZero(LValue* status) {
   b_.SetInsertPoint(ok);
 }
 
-void FunctionCompiler::EmitPoll(int n, uint32_t pc_off, bool spill) {
-  llvm::LoadInst* word = b_.CreateAlignedLoad(i32_, ByteOffset(thread_, kPoll), llvm::Align(4));
+void IrGenerator::EmitPoll(int n, uint32_t pc_off, bool spill) {
+  llvm::LoadInst* word = b_.CreateAlignedLoad(i32_, ByteOffset(thread_, kPollWord), llvm::Align(4));
   word->setAtomic(llvm::AtomicOrdering::Acquire);
   BasicBlock* slow = NewBlock("poll");
   BasicBlock* cont = NewBlock("polled");
@@ -475,13 +343,13 @@ void FunctionCompiler::EmitPoll(int n, uint32_t pc_off, bool spill) {
     StoreField(HomeAddr(n), thread_, kThreadSp, tbaa_thread_);
     SetPc(pc_off);
   }
-  b_.CreateCall(rt_poll_, {thread_});
+  b_.CreateCall(Rt(kPoll), {thread_});
   if (spill) Reload(n);
   b_.CreateBr(cont);
   b_.SetInsertPoint(cont);
 }
 
-void FunctionCompiler::EmitCardMark(LValue* holder, LValue* stored, LValue* extra_condition) {
+void IrGenerator::EmitCardMark(LValue* holder, LValue* stored, LValue* extra_condition) {
   LValue* cond = IsRef(stored);
   if (extra_condition != nullptr) cond = b_.CreateAnd(cond, extra_condition);
   BasicBlock* mark = NewBlock("card");
@@ -495,7 +363,7 @@ void FunctionCompiler::EmitCardMark(LValue* holder, LValue* stored, LValue* extr
   b_.SetInsertPoint(cont);
 }
 
-void FunctionCompiler::EmitSlowOperandCall(llvm::FunctionCallee callee, uint32_t off, int depth,
+void IrGenerator::EmitSlowOperandCall(llvm::FunctionCallee callee, uint32_t off, int depth,
                                            int pops, std::vector<LValue*> leading_args,
                                            int results) {
   const int n = fn_.num_locals + depth;
@@ -511,67 +379,51 @@ void FunctionCompiler::EmitSlowOperandCall(llvm::FunctionCallee callee, uint32_t
   Reload(n - pops + results);
 }
 
-void FunctionCompiler::EmitIntBinary(Opcode op, uint32_t off, int depth) {
-  LValue* a = Operand(depth, -2);
-  LValue* c = Operand(depth, -1);
-  BasicBlock* fast = NewBlock("int");
-  BasicBlock* slow = NewBlock("binary_slow");
-  BasicBlock* done = NewBlock("binary_done");
-  CondBrUnlikely(b_.CreateNot(BothInt(a, c)), slow, fast);
-  b_.SetInsertPoint(fast);
-  LValue* r = nullptr;
+LValue* IrGenerator::IntFastPath(Opcode op, LValue* a, LValue* c) {
   switch (op) {
     case Opcode::ADD:  // bits(a) + bits(b) - 1 wraps at 63 bits
-      r = b_.CreateSub(b_.CreateAdd(a, c), Const64(1));
-      break;
+      return b_.CreateSub(b_.CreateAdd(a, c), Const64(1));
     case Opcode::SUB:
-      r = b_.CreateAdd(b_.CreateSub(a, c), Const64(1));
-      break;
+      return b_.CreateAdd(b_.CreateSub(a, c), Const64(1));
     case Opcode::MUL:
-      r = Tag(b_.CreateMul(Untag(a), Untag(c)));
-      break;
+      return Tag(b_.CreateMul(Untag(a), Untag(c)));
+    case Opcode::DIV:
+      return Tag(b_.CreateSDiv(Untag(a), Untag(c)));
+    case Opcode::MOD:
+      return Tag(b_.CreateSRem(Untag(a), Untag(c)));
     case Opcode::LT:  // the tag bit does not change the order
-      r = TagBool(b_.CreateICmpSLT(a, c));
-      break;
+      return TagBool(b_.CreateICmpSLT(a, c));
     case Opcode::LE:
-      r = TagBool(b_.CreateICmpSLE(a, c));
-      break;
+      return TagBool(b_.CreateICmpSLE(a, c));
     case Opcode::GT:
-      r = TagBool(b_.CreateICmpSGT(a, c));
-      break;
+      return TagBool(b_.CreateICmpSGT(a, c));
     default:
-      r = TagBool(b_.CreateICmpSGE(a, c));
-      break;
+      return TagBool(b_.CreateICmpSGE(a, c));
   }
-  SetOperand(depth, -2, r);
-  b_.CreateBr(done);
-  b_.SetInsertPoint(slow);
-  EmitSlowOperandCall(rt_binary_, off, depth, 2, {thread_, b_.getInt32(static_cast<int>(op))});
-  b_.CreateBr(done);
-  b_.SetInsertPoint(done);
 }
 
-void FunctionCompiler::EmitDivMod(Opcode op, uint32_t off, int depth) {
+void IrGenerator::EmitArithmetic(Opcode op, uint32_t off, int depth) {
   LValue* a = Operand(depth, -2);
   LValue* c = Operand(depth, -1);
+  const bool divides = op == Opcode::DIV || op == Opcode::MOD;
   BasicBlock* fast = NewBlock("int");
-  BasicBlock* slow = NewBlock("divmod_slow");
-  BasicBlock* done = NewBlock("divmod_done");
+  BasicBlock* slow = NewBlock(divides ? "divmod_slow" : "binary_slow");
+  BasicBlock* done = NewBlock(divides ? "divmod_done" : "binary_done");
+  LValue* on_fast_path = BothInt(a, c);
   // Only positive divisors on the fast path, as in the interpreter: 0 is an
   // error and -1 may overflow; the runtime handles both.
-  LValue* positive = b_.CreateICmpSGT(c, Const64(1));
-  CondBrUnlikely(b_.CreateNot(b_.CreateAnd(BothInt(a, c), positive)), slow, fast);
+  if (divides) on_fast_path = b_.CreateAnd(on_fast_path, b_.CreateICmpSGT(c, Const64(1)));
+  CondBrUnlikely(b_.CreateNot(on_fast_path), slow, fast);
   b_.SetInsertPoint(fast);
-  LValue* r = op == Opcode::DIV ? b_.CreateSDiv(Untag(a), Untag(c)) : b_.CreateSRem(Untag(a), Untag(c));
-  SetOperand(depth, -2, Tag(r));
+  SetOperand(depth, -2, IntFastPath(op, a, c));
   b_.CreateBr(done);
   b_.SetInsertPoint(slow);
-  EmitSlowOperandCall(rt_binary_, off, depth, 2, {thread_, b_.getInt32(static_cast<int>(op))});
+  EmitSlowOperandCall(Rt(kBinary), off, depth, 2, {thread_, b_.getInt32(static_cast<int>(op))});
   b_.CreateBr(done);
   b_.SetInsertPoint(done);
 }
 
-void FunctionCompiler::EmitEquality(Opcode op, int depth) {
+void IrGenerator::EmitEquality(Opcode op, int depth) {
   LValue* a = Operand(depth, -2);
   LValue* c = Operand(depth, -1);
   BasicBlock* entry = b_.GetInsertBlock();
@@ -580,7 +432,7 @@ void FunctionCompiler::EmitEquality(Opcode op, int depth) {
   LValue* same = b_.CreateICmpEQ(a, c);
   b_.CreateCondBr(b_.CreateAnd(b_.CreateNot(same), b_.CreateAnd(IsRef(a), IsRef(c))), refs, done);
   b_.SetInsertPoint(refs);
-  LValue* strings_equal = b_.CreateICmpNE(b_.CreateCall(rt_equal_, {a, c}), b_.getInt32(0));
+  LValue* strings_equal = b_.CreateICmpNE(b_.CreateCall(Rt(kEqual), {a, c}), b_.getInt32(0));
   b_.CreateBr(done);
   b_.SetInsertPoint(done);
   llvm::PHINode* equal = b_.CreatePHI(b_.getInt1Ty(), 2);
@@ -589,7 +441,20 @@ void FunctionCompiler::EmitEquality(Opcode op, int depth) {
   SetOperand(depth, -2, TagBool(op == Opcode::EQ ? static_cast<LValue*>(equal) : b_.CreateNot(equal)));
 }
 
-void FunctionCompiler::EmitField(uint32_t off, int depth, bool write) {
+void IrGenerator::EmitSlotAccess(LValue* obj, LValue* index, uint64_t header_size, int depth,
+                                 bool write, int read_pops) {
+  LValue* addr = b_.CreateInBoundsGEP(
+      i8_, AsPtr(obj), b_.CreateAdd(b_.CreateShl(index, 3), Const64(header_size)));
+  if (write) {
+    LValue* v = Operand(depth, -1);
+    StoreRelease(v, addr);
+    EmitCardMark(obj, v, nullptr);
+  } else {
+    SetOperand(depth, -read_pops, LoadAcquire(addr));
+  }
+}
+
+void IrGenerator::EmitField(uint32_t off, int depth, bool write) {
   const uint8_t* pc = code_ + off;
   const uint32_t symbol = ReadU32(pc + 1);
   FieldCache* cache = &fn_.field_caches[ReadU32(pc + 5)];
@@ -629,7 +494,7 @@ void FunctionCompiler::EmitField(uint32_t off, int depth, bool write) {
   const int n = fn_.num_locals + depth;
   Spill(n, off);
   LValue* resolved = b_.CreateCall(
-      rt_field_, {thread_, obj, b_.getInt32(symbol), ConstPtr(cache), b_.getInt32(write ? 1 : 0)});
+      Rt(kFieldSlot), {thread_, obj, b_.getInt32(symbol), ConstPtr(cache), b_.getInt32(write ? 1 : 0)});
   BasicBlock* fail = NewBlock("raised");
   BasicBlock* resolved_block = NewBlock("field_resolved");
   CondBrUnlikely(b_.CreateICmpSLT(resolved, Const64(0)), fail, resolved_block);
@@ -645,18 +510,10 @@ void FunctionCompiler::EmitField(uint32_t off, int depth, bool write) {
   if (warm_hit != nullptr) slot->addIncoming(Const64(word & 0xFFFF), warm_hit);
   slot->addIncoming(cached_slot, cache_block);
   slot->addIncoming(resolved, resolved_block);
-  LValue* addr = b_.CreateInBoundsGEP(
-      i8_, AsPtr(obj), b_.CreateAdd(b_.CreateShl(slot, 3), Const64(gc::kHeaderSize)));
-  if (write) {
-    LValue* v = Operand(depth, -1);
-    StoreRelease(v, addr);
-    EmitCardMark(obj, v, nullptr);
-  } else {
-    SetOperand(depth, -1, LoadAcquire(addr));
-  }
+  EmitSlotAccess(obj, slot, gc::kHeaderSize, depth, write, /*read_pops=*/1);
 }
 
-void FunctionCompiler::EmitIndex(uint32_t off, int depth, bool write) {
+void IrGenerator::EmitIndex(uint32_t off, int depth, bool write) {
   const int at = write ? -3 : -2;
   LValue* obj = Operand(depth, at);
   LValue* index = Operand(depth, at + 1);
@@ -676,27 +533,19 @@ void FunctionCompiler::EmitIndex(uint32_t off, int depth, bool write) {
   LValue* i = Untag(index);
   CondBrUnlikely(b_.CreateICmpUGE(i, length), slow, fast);
   b_.SetInsertPoint(fast);
-  LValue* addr = b_.CreateInBoundsGEP(
-      i8_, AsPtr(obj), b_.CreateAdd(b_.CreateShl(i, 3), Const64(gc::kArrayHeaderSize)));
-  if (write) {
-    LValue* v = Operand(depth, -1);
-    StoreRelease(v, addr);
-    EmitCardMark(obj, v, nullptr);
-  } else {
-    SetOperand(depth, -2, LoadAcquire(addr));
-  }
+  EmitSlotAccess(obj, i, gc::kArrayHeaderSize, depth, write, /*read_pops=*/2);
   b_.CreateBr(done);
   b_.SetInsertPoint(slow);
   if (write) {
-    EmitSlowOperandCall(rt_set_index_, off, depth, 3, {thread_}, /*results=*/0);
+    EmitSlowOperandCall(Rt(kSetIndex), off, depth, 3, {thread_}, /*results=*/0);
   } else {
-    EmitSlowOperandCall(rt_get_index_, off, depth, 2, {thread_});
+    EmitSlowOperandCall(Rt(kGetIndex), off, depth, 2, {thread_});
   }
   b_.CreateBr(done);
   b_.SetInsertPoint(done);
 }
 
-void FunctionCompiler::EmitNew(uint32_t off, int depth) {
+void IrGenerator::EmitNew(uint32_t off, int depth) {
   const uint8_t* pc = code_ + off;
   const Klass* klass = program_.classes[ReadU32(pc + 1)].get();
   const int argc = pc[5];
@@ -723,7 +572,7 @@ void FunctionCompiler::EmitNew(uint32_t off, int depth) {
   }
   b_.SetInsertPoint(slow);
   Spill(n, off);
-  LValue* obj_slow = b_.CreateCall(rt_new_, {thread_, ConstPtr(klass), Const64(size)});
+  LValue* obj_slow = b_.CreateCall(Rt(kNew), {thread_, ConstPtr(klass), Const64(size)});
   BasicBlock* fail = NewBlock("raised");
   BasicBlock* allocated = NewBlock("new_allocated");
   CondBrUnlikely(b_.CreateICmpEQ(obj_slow, llvm::ConstantPointerNull::get(ptr_)), fail, allocated);
@@ -753,7 +602,7 @@ void FunctionCompiler::EmitNew(uint32_t off, int depth) {
   SetOperand(depth, -argc, obj);
 }
 
-void FunctionCompiler::EmitCall(uint32_t off, int depth) {
+void IrGenerator::EmitCall(uint32_t off, int depth) {
   const uint8_t* pc = code_ + off;
   const Function* callee = program_.functions[ReadU32(pc + 1)].get();
   const int argc = pc[5];
@@ -774,7 +623,7 @@ void FunctionCompiler::EmitCall(uint32_t off, int depth) {
   BasicBlock* push = NewBlock("push_frame");
   CondBrUnlikely(b_.CreateOr(frames_full, stack_full), overflow, push);
   b_.SetInsertPoint(overflow);
-  b_.CreateCall(rt_overflow_, {thread_, b_.CreateZExt(frames_full, i32_)});
+  b_.CreateCall(Rt(kStackOverflow), {thread_, b_.CreateZExt(frames_full, i32_)});
   ReturnError();
 
   b_.SetInsertPoint(push);
@@ -811,7 +660,7 @@ void FunctionCompiler::EmitCall(uint32_t off, int depth) {
   LValue* status_compiled = b_.CreateCall(entry_type, target, {thread_, next, b_.getInt32(0)});
   b_.CreateBr(returned);
   b_.SetInsertPoint(interpreted);
-  LValue* status_interpreted = b_.CreateCall(rt_call_interp_, {thread_, next});
+  LValue* status_interpreted = b_.CreateCall(Rt(kCallInterpreted), {thread_, next});
   b_.CreateBr(returned);
   b_.SetInsertPoint(returned);
   llvm::PHINode* status = b_.CreatePHI(i32_, 2);
@@ -822,18 +671,18 @@ void FunctionCompiler::EmitCall(uint32_t off, int depth) {
   Reload(n - argc + 1);  // the result is in the callee's base slot
 }
 
-void FunctionCompiler::EmitRuntimeCall(uint32_t off, int depth, bool builtin) {
+void IrGenerator::EmitRuntimeCall(uint32_t off, int depth, bool builtin) {
   const uint8_t* pc = code_ + off;
-  const int argc = builtin ? pc[2] : pc[5];
+  const int argc = ArgcOperand(pc);
   const int n = fn_.num_locals + depth;
   Spill(n, off);
   LValue* args = HomeAddr(n - argc);
   if (builtin) {
-    LValue* status = b_.CreateCall(rt_builtin_, {thread_, b_.getInt32(pc[1]), args, b_.getInt32(argc)});
+    LValue* status = b_.CreateCall(Rt(kBuiltin), {thread_, b_.getInt32(pc[1]), args, b_.getInt32(argc)});
     ReturnIfNonZero(status);
   } else {
     const Function* callee = program_.functions[ReadU32(pc + 1)].get();
-    LValue* ok = b_.CreateCall(rt_spawn_, {thread_, ConstPtr(callee), args, b_.getInt32(argc)});
+    LValue* ok = b_.CreateCall(Rt(kSpawn), {thread_, ConstPtr(callee), args, b_.getInt32(argc)});
     BasicBlock* fail = NewBlock("raised");
     BasicBlock* cont = NewBlock("spawned");
     CondBrUnlikely(b_.CreateICmpEQ(ok, b_.getInt32(0)), fail, cont);
@@ -844,7 +693,7 @@ void FunctionCompiler::EmitRuntimeCall(uint32_t off, int depth, bool builtin) {
   Reload(n - argc + 1);
 }
 
-void FunctionCompiler::EmitInstruction(uint32_t off, int depth) {
+void IrGenerator::EmitInstruction(uint32_t off, int depth) {
   const uint8_t* pc = code_ + off;
   const Opcode op = OpAt(off);
   const uint32_t next = off + LenAt(off);
@@ -890,15 +739,13 @@ void FunctionCompiler::EmitInstruction(uint32_t off, int depth) {
     case Opcode::ADD:
     case Opcode::SUB:
     case Opcode::MUL:
+    case Opcode::DIV:
+    case Opcode::MOD:
     case Opcode::LT:
     case Opcode::LE:
     case Opcode::GT:
     case Opcode::GE:
-      EmitIntBinary(op, off, depth);
-      break;
-    case Opcode::DIV:
-    case Opcode::MOD:
-      EmitDivMod(op, off, depth);
+      EmitArithmetic(op, off, depth);
       break;
     case Opcode::EQ:
     case Opcode::NE:
@@ -911,7 +758,7 @@ void FunctionCompiler::EmitInstruction(uint32_t off, int depth) {
       CondBrUnlikely(b_.CreateNot(IsInt(a)), bad, ok);
       b_.SetInsertPoint(bad);
       Spill(fn_.num_locals + depth, off);
-      b_.CreateCall(rt_neg_, {thread_, a});
+      b_.CreateCall(Rt(kNegType), {thread_, a});
       ReturnError();
       b_.SetInsertPoint(ok);
       SetOperand(depth, -1, b_.CreateSub(Const64(2), a));
@@ -921,14 +768,14 @@ void FunctionCompiler::EmitInstruction(uint32_t off, int depth) {
       SetOperand(depth, -1, TagBool(b_.CreateNot(IsTruthy(Operand(depth, -1)))));
       break;
     case Opcode::JUMP:
-      b_.CreateBr(blocks_[JumpTarget(off)]);
+      b_.CreateBr(blocks_[JumpTargetAt(off)]);
       break;
     case Opcode::JUMP_IF_FALSE:
-      b_.CreateCondBr(IsTruthy(Operand(depth, -1)), blocks_[next], blocks_[JumpTarget(off)]);
+      b_.CreateCondBr(IsTruthy(Operand(depth, -1)), blocks_[next], blocks_[JumpTargetAt(off)]);
       break;
     case Opcode::LOOP: {
       // The interpreter's pc at this poll is already the loop header.
-      const uint32_t target = JumpTarget(off);
+      const uint32_t target = JumpTargetAt(off);
       EmitPoll(fn_.num_locals + depth, target, /*spill=*/true);
       b_.CreateBr(blocks_[target]);
       break;
@@ -967,8 +814,10 @@ void FunctionCompiler::EmitInstruction(uint32_t off, int depth) {
   }
 }
 
-absl::Status FunctionCompiler::Emit(const std::string& symbol) {
-  if (absl::Status s = Analyze(); !s.ok()) return s;
+absl::Status IrGenerator::Emit(const std::string& symbol) {
+  absl::StatusOr<VerifiedCode> verified = VerifyFunction(program_, fn_);
+  if (!verified.ok()) return verified.status();
+  verified_ = *std::move(verified);
   DeclareRuntime();
   llvm::MDBuilder md(ctx_);
   unlikely_weights_ = md.createBranchWeights(1, 2000);
@@ -1004,7 +853,7 @@ absl::Status FunctionCompiler::Emit(const std::string& symbol) {
 
   blocks_.assign(fn_.code.size(), nullptr);
   for (size_t off = 0; off < fn_.code.size(); ++off) {
-    if (is_leader_[off] && depth_[off] != kUnknownDepth) {
+    if (verified_.is_leader[off] && verified_.depth[off] != VerifiedCode::kUnreachable) {
       blocks_[off] = BasicBlock::Create(ctx_, absl::StrCat("pc", off), llvm_fn_);
     }
   }
@@ -1022,24 +871,24 @@ absl::Status FunctionCompiler::Emit(const std::string& symbol) {
   // OSR entries: one per loop header, reloading locals and operands.
   b_.SetInsertPoint(osr);
   BasicBlock* bad_entry = NewBlock("bad_entry");
-  llvm::SwitchInst* dispatch = b_.CreateSwitch(entry_id, bad_entry, loop_headers_.size());
-  for (uint32_t header : loop_headers_) {
+  llvm::SwitchInst* dispatch = b_.CreateSwitch(entry_id, bad_entry, verified_.loop_headers.size());
+  for (uint32_t header : verified_.loop_headers) {
     BasicBlock* block = BasicBlock::Create(ctx_, absl::StrCat("osr", header), llvm_fn_);
     dispatch->addCase(b_.getInt32(header + 1), block);
     b_.SetInsertPoint(block);
-    Reload(fn_.num_locals + depth_[header]);
+    Reload(fn_.num_locals + verified_.depth[header]);
     b_.CreateBr(blocks_[header]);
   }
   b_.SetInsertPoint(bad_entry);
   b_.CreateUnreachable();
 
   for (uint32_t off = 0; off < fn_.code.size(); off += LenAt(off)) {
-    if (depth_[off] == kUnknownDepth) continue;  // unreachable code
+    if (verified_.depth[off] == VerifiedCode::kUnreachable) continue;  // unreachable code
     if (blocks_[off] != nullptr) {
       if (b_.GetInsertBlock()->getTerminator() == nullptr) b_.CreateBr(blocks_[off]);
       b_.SetInsertPoint(blocks_[off]);
     }
-    EmitInstruction(off, depth_[off]);
+    EmitInstruction(off, verified_.depth[off]);
   }
   if (b_.GetInsertBlock()->getTerminator() == nullptr) {
     return absl::InternalError("control falls off the end of the function");
@@ -1051,8 +900,8 @@ absl::Status FunctionCompiler::Emit(const std::string& symbol) {
 
 absl::Status EmitFunction(const VM& vm, const Function& fn, const std::string& symbol,
                           llvm::Module* module) {
-  FunctionCompiler compiler(vm, fn, module);
-  return compiler.Emit(symbol);
+  IrGenerator generator(vm, fn, module);
+  return generator.Emit(symbol);
 }
 
 }  // namespace minivm::jit

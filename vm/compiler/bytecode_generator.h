@@ -1,8 +1,10 @@
-// Code generation for one function body (or the global initialisers), with
-// name resolution and the checks that need it (arity, break outside a loop,
-// redefinitions of locals) done in the same walk.
-#ifndef MINIVM_VM_COMPILER_CODEGEN_H_
-#define MINIVM_VM_COMPILER_CODEGEN_H_
+// Bytecode generation: one function body's AST (or the global initialisers)
+// to bytecode, with name resolution and the checks that need it (arity,
+// break outside a loop, redefinitions of locals) done in the same walk. The
+// encoding itself is the Emitter's (emitter.h); LLVM IR generation for the
+// JIT is vm/jit/ir_generator.h.
+#ifndef MINIVM_VM_COMPILER_BYTECODE_GENERATOR_H_
+#define MINIVM_VM_COMPILER_BYTECODE_GENERATOR_H_
 
 #include <cstdint>
 #include <string>
@@ -44,4 +46,4 @@ void CompileGlobalInitializers(CompileContext* ctx, const Module& module, Functi
 
 }  // namespace minivm::compiler
 
-#endif  // MINIVM_VM_COMPILER_CODEGEN_H_
+#endif  // MINIVM_VM_COMPILER_BYTECODE_GENERATOR_H_
