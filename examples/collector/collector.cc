@@ -35,6 +35,18 @@ void Log(const std::string& line) {
 
 std::string U(uint64_t v) { return std::to_string(v); }
 
+// The answer to a hello, without the fields only one kind of answer has
+// (reason, ring_bytes).
+Welcome WelcomeFor(uint32_t connection, uint32_t status) {
+  Welcome w;
+  std::memset(&w, 0, sizeof w);
+  w.magic = kMagic;
+  w.version = kVersion;
+  w.status = status;
+  w.connection = connection;
+  return w;
+}
+
 }  // namespace
 
 Collector::Collector(CollectorOptions options) : options_(std::move(options)) {}
@@ -146,12 +158,7 @@ void Collector::Accept() {
 }
 
 void Collector::Refuse(Client* c, const std::string& reason) {
-  Welcome w;
-  std::memset(&w, 0, sizeof w);
-  w.magic = kMagic;
-  w.version = kVersion;
-  w.status = kRefused;
-  w.connection = c->connection;
+  Welcome w = WelcomeFor(c->connection, kRefused);
   std::snprintf(w.reason, sizeof w.reason, "%s", reason.c_str());
   SendMessage(c->fd, &w, sizeof w, -1, MSG_DONTWAIT);
   Log("connection " + U(c->connection) + " from pid " + std::to_string(c->pid) +
@@ -191,12 +198,7 @@ void Collector::HandleHello(Client* c) {
   std::string error;
   c->ring = SharedRing::Create(ring_bytes, &error);
   if (c->ring == nullptr) return Refuse(c, "cannot create the ring buffer: " + error);
-  Welcome w;
-  std::memset(&w, 0, sizeof w);
-  w.magic = kMagic;
-  w.version = kVersion;
-  w.status = kAccepted;
-  w.connection = c->connection;
+  Welcome w = WelcomeFor(c->connection, kAccepted);
   w.ring_bytes = ring_bytes;
   if (SendMessage(c->fd, &w, sizeof w, c->ring->fd(), MSG_DONTWAIT) != sizeof w) {
     Log("connection " + U(c->connection) + ": cannot send the welcome: " + std::strerror(errno));

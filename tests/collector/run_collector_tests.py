@@ -372,6 +372,10 @@ def agent_bad_options():
         (f"socket={d}/s,interval=-1", "remote: bad option 'interval=-1'"),
         (f"socket={d}/s,bogus=1", "remote: bad option 'bogus=1'"),
         (f"socket={'y' * 200}", "remote: bad option 'socket="),
+        # The tool agents' one option parser (docs/tools.md): the same words.
+        (f"socket={d}/s,depth=2,depth=3", "remote: bad option 'depth=3': depth is given twice"),
+        ("socket=", "remote: bad option 'socket': missing value (want the collector's socket"),
+        (f"socket={d}/s,,gc=1", "remote: bad option '': want key=value options separated by"),
     ]
     for opts, want in cases:
         r = run([C.minivm, f"-agentpath:{C.remote}" + (f"={opts}" if opts else ""), hello])

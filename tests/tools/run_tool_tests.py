@@ -739,6 +739,50 @@ def fake_bad_options():
             check_bad(lambda a: [C.fake_vm, a], name, opt)
 
 
+# ---- one option parser: the same mistake reads the same in every agent ----------------
+
+# (options, what the one line says after "NAME: "); every agent declares interval first
+# and has depth from 1 to 4096 and file= (an output checked at load).
+SAME_MISTAKES = [
+    ("depth=3,depth=4", "bad option 'depth=4': depth is given twice"),
+    ("depth", "bad option 'depth': missing value (want a frame count from 1 to 4096)"),
+    ("depth=", "bad option 'depth': missing value (want a frame count from 1 to 4096)"),
+    ("depth=0", "bad option 'depth=0': want a frame count from 1 to 4096"),
+    ("interval=1q", "bad option 'interval=1q': want bytes from 0 to 2147483647, e.g. "),
+    ("a=1,,b=2", "bad option '': want key=value options separated by commas"),
+    ("=3", "bad option '=3': want key=value options separated by commas"),
+    ("bogus=1", "bad option 'bogus=1': unknown option (known: interval, "),
+    ("file=/nonexistent/dir/x",
+     "bad option 'file=/nonexistent/dir/x': cannot write /nonexistent/dir/x: directory "
+     "/nonexistent/dir does not exist"),
+]
+
+
+@test
+def fake_option_errors_are_uniform():
+    """heapprof, leakcheck and lifetimes word each kind of mistake the same way:
+    one line naming the agent and the option, and a failed load."""
+    for opt, want in SAME_MISTAKES:
+        for name in ("heapprof", "leakcheck", "lifetimes"):
+            r = run([C.fake_vm, agent(name, opt)], timeout=60)
+            lines = [l for l in r.stderr.splitlines() if l.startswith(name + ":")]
+            check(r.returncode != 0, f"{name}={opt}: exit code 0")
+            check(len(lines) == 1 and lines[0].startswith(f"{name}: {want}"),
+                  f"{name}={opt}: want one line starting {name}: {want!r}, got:\n{r.stderr}")
+
+
+@test
+def vm_option_errors_exit_1():
+    """On the real VM each mistake stops the VM before the program runs, exit code 1."""
+    need_vm()
+    hello = os.path.join(ROOT, "examples", "programs", "hello.mv")
+    for opt, want in SAME_MISTAKES:
+        r = run([C.minivm, agent("leakcheck", opt), hello], timeout=60)
+        check(r.returncode == 1 and "hello" not in r.stdout,
+              f"leakcheck={opt}: exit {r.returncode}, stdout {r.stdout!r}")
+        check(r.stderr.startswith(f"leakcheck: {want}"), f"leakcheck={opt}:\n{r.stderr}")
+
+
 # ---- the real VM ------------------------------------------------------------------------
 
 @test

@@ -71,6 +71,51 @@ void Options() {
   CHECK(!agent::SplitNames("", '+', &names));
 }
 
+// The one parser's declarations: defaults kept, values stored, and each
+// kind of mistake in its one wording (docs/tools.md lists them).
+void OptionParserChecks() {
+  int64_t bytes = 7, count = 3;
+  double fraction = 0.5;
+  bool flag = true;
+  std::string text = "default", custom;
+  agent::OptionParser p("demo");
+  p.Bytes("size", &bytes, 0, 1 << 20, "4096");
+  p.Int("count", &count, 1, 10, "a count");
+  p.Double("fraction", &fraction, 0.1, 0.9, "a fraction, e.g. 0.5");
+  p.Choice<bool>("flag", &flag, {{"on", true}, {"off", false}});
+  p.Text("text", &text, "some text");
+  p.Custom("custom", "x or y", [&custom](const std::string& v) {
+    custom = v;
+    return v == "x" || v == "y";
+  });
+  std::string error;
+  CHECK(p.Parse(nullptr, &error) && bytes == 7 && count == 3 && text == "default");
+  CHECK(p.Parse("size=4k,count=10,fraction=0.25,flag=off,text=a=b,custom=y", &error) &&
+        bytes == 4096 && count == 10 && fraction == 0.25 && !flag && text == "a=b" &&
+        custom == "y");
+  CHECK(!p.Parse("count=11", &error) &&
+        error == "demo: bad option 'count=11': want a count from 1 to 10");
+  CHECK(!p.Parse("size=2m", &error) &&
+        error == "demo: bad option 'size=2m': want bytes from 0 to 1m, e.g. 4096");
+  CHECK(!p.Parse("flag=maybe", &error) && error == "demo: bad option 'flag=maybe': want on or off");
+  CHECK(!p.Parse("custom=z", &error) && error == "demo: bad option 'custom=z': want x or y");
+  CHECK(!p.Parse("text", &error) &&
+        error == "demo: bad option 'text': missing value (want some text)");
+  CHECK(!p.Parse("count=2,count=3", &error) &&
+        error == "demo: bad option 'count=3': count is given twice");
+  CHECK(!p.Parse("count=2,,size=1", &error) &&
+        error == "demo: bad option '': want key=value options separated by commas");
+  CHECK(!p.Parse("colour=red", &error) &&
+        error == "demo: bad option 'colour=red': unknown option (known: size, count, fraction, "
+                 "flag, text, custom)");
+  agent::OptionParser q("needy");
+  std::string socket;
+  q.Text("socket", &socket, "a path");
+  q.Require("socket", "socket=PATH");
+  CHECK(!q.Parse("", &error) && error == "needy: missing option socket=PATH");
+  CHECK(q.Parse("socket=/s", &error) && socket == "/s");
+}
+
 void Paths() {
   CHECK(agent::NumberedPath("heap.pb.gz", 1) == "heap.0001.pb.gz");
   CHECK(agent::NumberedPath("dir.x/out.folded", 12) == "dir.x/out.0012.folded");
@@ -392,6 +437,7 @@ void Endpoints() {
 
 int main() {
   Options();
+  OptionParserChecks();
   Paths();
   Proto();
   Aggregation();

@@ -1,5 +1,6 @@
 #include "agent.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
 #include <vector>
@@ -19,6 +20,10 @@ void KeepForever(void* instance) {
 }
 
 }  // namespace
+
+void Setup::NotGlobally(vmtiEvent event) {
+  events.erase(std::remove(events.begin(), events.end(), event), events.end());
+}
 
 vmtiEnv* NewEnvironment(vmtiVM* vm, const char* agent) {
   vmtiEnv* env = nullptr;

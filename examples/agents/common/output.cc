@@ -139,6 +139,13 @@ bool CheckOutputPath(const std::string& path, std::string* error) {
   return true;
 }
 
+void DeclareOutputOption(OptionParser* options, const char* key, std::string* out) {
+  options->Text(key, out, "a file path", [](const std::string& path) {
+    std::string error;
+    return CheckOutputPath(path, &error) ? std::string() : "cannot write " + path + ": " + error;
+  });
+}
+
 bool WriteOutput(const std::string& path, const std::string& data, std::string* error) {
   auto fail = [&](int err) {
     *error = "cannot write " + path + ": " + std::strerror(err);
@@ -225,6 +232,18 @@ std::atomic<bool> g_output_failed{false};
 }  // namespace
 
 void NoteOutputFailed() { g_output_failed.store(true); }
+
+void EmitReport(const char* agent, const std::string& file, const std::string& report) {
+  if (report.empty()) return;
+  if (!file.empty()) {
+    std::string error;
+    if (WriteOutput(file, report, &error)) return;
+    std::fprintf(stderr, "%s: %s; the report follows\n", agent, error.c_str());
+    NoteOutputFailed();
+  }
+  std::fputs(report.c_str(), stderr);
+  std::fflush(stderr);
+}
 
 void ExitIfOutputFailed() {
   if (!g_output_failed.load()) return;

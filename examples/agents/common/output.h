@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "options.h"
+
 namespace agent {
 
 // Output files. Every path an agent (or the collector) will write is
@@ -25,6 +27,11 @@ namespace agent {
 // anything else can be opened for writing. On failure *error says why in a
 // few words ("directory /x does not exist"), to follow "cannot write PATH: ".
 bool CheckOutputPath(const std::string& path, std::string* error);
+
+// Declares an option naming an output file (file=, trace=), checked with
+// CheckOutputPath as it is parsed: "<agent>: bad option 'file=PATH': cannot
+// write PATH: <reason>".
+void DeclareOutputOption(OptionParser* options, const char* key, std::string* out);
 
 // Writes `data` to `path` as described above. On failure *error is
 // "cannot write PATH: <reason>" and nothing at PATH was changed (a device
@@ -75,6 +82,12 @@ class OutputStream {
 // The state is per agent library (each links its own copy of this code).
 void NoteOutputFailed();
 void ExitIfOutputFailed();
+
+// Emits a text report: on stderr if `file` is empty, else as the whole
+// content of `file` (WriteOutput: the file always holds one complete
+// report, the latest). A report that could not be written goes to stderr
+// after one line saying why, and the run will fail (NoteOutputFailed).
+void EmitReport(const char* agent, const std::string& file, const std::string& report);
 
 // "12.3 MiB", "512 B".
 std::string HumanBytes(double bytes);

@@ -5,31 +5,21 @@
 
 namespace agent {
 namespace {
-constexpr int64_t kMaxLoggedErrors = 5;
+
+// The id of `key` in `index`; a new key gets the next id, with `value`
+// appended to `store` under it. The caller holds the table's lock.
+template <typename Store, typename Value>
+uint32_t InternLocked(std::unordered_map<std::string, uint32_t>* index, Store* store,
+                      std::string key, const Value& value) {
+  auto it = index->find(key);
+  if (it != index->end()) return it->second;
+  const uint32_t id = static_cast<uint32_t>(store->size());
+  store->push_back(value);
+  index->emplace(std::move(key), id);
+  return id;
 }
 
-bool ErrorLog::Check(vmtiEnv* env, vmtiError err, const char* what) {
-  if (err == VMTI_ERROR_NONE) return true;
-  int64_t n = count_.fetch_add(1, std::memory_order_relaxed);
-  if (n < kMaxLoggedErrors) {
-    char* name = nullptr;
-    if (env == nullptr || (*env)->GetErrorName(env, err, &name) != VMTI_ERROR_NONE) {
-      name = nullptr;
-    }
-    std::fprintf(stderr, "%s: %s failed: %s (%d)%s\n", agent_, what, name ? name : "unknown error",
-                 static_cast<int>(err),
-                 n + 1 == kMaxLoggedErrors ? "; further errors are counted, not shown" : "");
-    if (name) (*env)->Deallocate(env, reinterpret_cast<unsigned char*>(name));
-  }
-  return false;
-}
-
-void ReportException(const char* agent, const char* callback, const char* what) {
-  static std::atomic<int> reported{0};
-  if (reported.fetch_add(1) < kMaxLoggedErrors) {
-    std::fprintf(stderr, "%s: %s: %s (event dropped)\n", agent, callback, what);
-  }
-}
+}  // namespace
 
 std::string TakeString(vmtiEnv* env, char* s) {
   if (s == nullptr) return std::string();
@@ -48,6 +38,23 @@ std::string FrameLabel(const Frame& f) {
   return s;
 }
 
+bool SiteTable::Capture(vmtiEnv* env, vmtiObject object, vmtiClass klass, int64_t max_depth,
+                        std::atomic<int64_t>* next_tag, ErrorLog* log, Sample* out) {
+  if (!log->Check(env, (*env)->GetSampleInfo(env, &out->info), "GetSampleInfo")) return false;
+  out->stack = CaptureStack(env, static_cast<int>(max_depth), log);
+  out->klass = ClassName(env, klass, log);
+  out->tag = next_tag->fetch_add(1, std::memory_order_relaxed);
+  if (!log->Check(env, (*env)->SetTag(env, object, out->tag), "SetTag")) out->tag = 0;
+  return true;
+}
+
+uint32_t SiteIds::Get(uint32_t frame, uint32_t klass, bool* added) {
+  const uint64_t key = static_cast<uint64_t>(frame) << 32 | klass;
+  const auto [it, inserted] = ids_.emplace(key, static_cast<uint32_t>(ids_.size()));
+  *added = inserted;
+  return it->second;
+}
+
 SiteTable::SiteTable() {
   Frame unknown;
   unknown.function = "<unknown>";
@@ -64,12 +71,7 @@ uint32_t SiteTable::InternFrameLocked(const Frame& f) {
   key += f.file;
   key.push_back('\0');
   key += std::to_string(f.line);
-  auto it = frame_index_.find(key);
-  if (it != frame_index_.end()) return it->second;
-  uint32_t id = static_cast<uint32_t>(frames_.size());
-  frames_.push_back(f);
-  frame_index_.emplace(std::move(key), id);
-  return id;
+  return InternLocked(&frame_index_, &frames_, std::move(key), f);
 }
 
 uint32_t SiteTable::ResolveFrame(vmtiEnv* env, const vmtiFrameInfo& fi, ErrorLog* log) {
@@ -117,22 +119,12 @@ uint32_t SiteTable::CaptureStack(vmtiEnv* env, int max_depth, ErrorLog* log) {
   for (vmtiInt i = 0; i < count; i++) ids.push_back(ResolveFrame(env, buffer[i], log));
   std::string key(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(uint32_t));
   std::lock_guard<std::mutex> g(mu_);
-  auto it = stack_index_.find(key);
-  if (it != stack_index_.end()) return it->second;
-  uint32_t id = static_cast<uint32_t>(stacks_.size());
-  stacks_.push_back(ids);
-  stack_index_.emplace(std::move(key), id);
-  return id;
+  return InternLocked(&stack_index_, &stacks_, std::move(key), ids);
 }
 
 uint32_t SiteTable::InternString(const std::string& s) {
   std::lock_guard<std::mutex> g(mu_);
-  auto it = string_index_.find(s);
-  if (it != string_index_.end()) return it->second;
-  uint32_t id = static_cast<uint32_t>(strings_.size());
-  strings_.push_back(s);
-  string_index_.emplace(s, id);
-  return id;
+  return InternLocked(&string_index_, &strings_, s, s);
 }
 
 uint32_t SiteTable::ClassName(vmtiEnv* env, vmtiClass klass, ErrorLog* log) {

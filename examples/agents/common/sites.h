@@ -17,46 +17,15 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
-#include <exception>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "errors.h"
 #include "vmti/vmti.h"
 
 namespace agent {
-
-// Logs failed VMTI calls: the first few by name, then a count at the end.
-class ErrorLog {
- public:
-  explicit ErrorLog(const char* agent) : agent_(agent) {}
-  // Returns true iff err is VMTI_ERROR_NONE; otherwise logs it.
-  bool Check(vmtiEnv* env, vmtiError err, const char* what);
-  int64_t count() const { return count_.load(std::memory_order_relaxed); }
-  const char* agent() const { return agent_; }
-
- private:
-  const char* agent_;
-  std::atomic<int64_t> count_{0};
-};
-
-// Reports an exception caught at a callback boundary: the first few on
-// stderr, then silently (exceptions must never unwind into the VM).
-void ReportException(const char* agent, const char* callback, const char* what);
-
-// Runs a callback body so that no C++ exception unwinds into the VM: one
-// caught is reported (ReportException) and the event dropped.
-template <typename F>
-void Guard(const char* agent, const char* callback, F&& body) {
-  try {
-    body();
-  } catch (const std::exception& e) {
-    ReportException(agent, callback, e.what());
-  } catch (...) {
-    ReportException(agent, callback, "unknown exception");
-  }
-}
 
 // Copies an Allocate'd string and Deallocates it (NULL gives "").
 std::string TakeString(vmtiEnv* env, char* s);
@@ -65,6 +34,15 @@ struct Frame {
   std::string function;
   std::string file;
   int line = 0;  // 0: unknown
+};
+
+// What the tool agents take of a sampled allocation, in SampledObjectAlloc
+// on the allocating thread (SiteTable::Capture).
+struct Sample {
+  vmtiSampleInfo info{};
+  uint32_t stack = 0;  // a SiteTable stack id (0: unknown)
+  uint32_t klass = 0;  // the class name's string id (0: unknown)
+  int64_t tag = 0;     // set on the object; 0: it could not be
 };
 
 class SiteTable {
@@ -76,6 +54,16 @@ class SiteTable {
   // Captures up to max_depth frames of the current thread (frame 0 the
   // innermost) and returns the interned stack id (kUnknown on failure).
   uint32_t CaptureStack(vmtiEnv* env, int max_depth, ErrorLog* log);
+
+  // In SampledObjectAlloc: fills *out for `object`, its sample info, its
+  // stack (up to max_depth frames) and class name interned here, and a
+  // fresh tag from *next_tag, set on the object so that its ObjectFree
+  // names it. The object cannot die before the callback returns, so what
+  // the caller records under the tag now is in place before that
+  // ObjectFree. Returns false (logged) if GetSampleInfo failed: the event
+  // is then dropped.
+  bool Capture(vmtiEnv* env, vmtiObject object, vmtiClass klass, int64_t max_depth,
+               std::atomic<int64_t>* next_tag, ErrorLog* log, Sample* out);
 
   // The interned name of a class (cached per vmtiClass) and of the current
   // thread (cached per OS thread); ids index strings().
@@ -89,6 +77,16 @@ class SiteTable {
     std::vector<Frame> frames;
     std::vector<std::vector<uint32_t>> stacks;  // frame ids, innermost first
     std::vector<std::string> strings;
+
+    // One entry by id; an id out of range gives entry 0, "<unknown>" (as
+    // GetFrame and friends do).
+    const Frame& frame(uint32_t id) const { return id < frames.size() ? frames[id] : frames[0]; }
+    const std::vector<uint32_t>& stack(uint32_t id) const {
+      return id < stacks.size() ? stacks[id] : stacks[0];
+    }
+    const std::string& string(uint32_t id) const {
+      return id < strings.size() ? strings[id] : strings[0];
+    }
   };
   void Copy(Snapshot* out) const;
   // One frame or stack or string; the returned copy is safe to keep.
@@ -123,6 +121,20 @@ class SiteTable {
   std::unordered_map<std::string, uint32_t> string_index_;
   std::deque<std::string> strings_;
   std::unordered_map<const void*, uint32_t> classes_;
+};
+
+// Dense ids for sites keyed by (innermost frame id, class name id), the
+// key leakcheck and lifetimes aggregate samples by; the agent keeps its
+// per-site records in a vector indexed by them. Not thread-safe: the owner
+// locks.
+class SiteIds {
+ public:
+  // The id of (frame, klass). A pair not seen before gets the next id (0,
+  // 1, ...) and sets *added, so that the caller appends its record.
+  uint32_t Get(uint32_t frame, uint32_t klass, bool* added);
+
+ private:
+  std::unordered_map<uint64_t, uint32_t> ids_;
 };
 
 // "function file:line" (or "function file" without a line).

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "options.h"
+#include "sites.h"
 
 namespace agent {
 
@@ -63,17 +63,30 @@ bool ThreadFilter::Select(vmtiEnv* env, vmtiThread thread, ErrorLog* log) {
   return selected;
 }
 
+void ThreadFilter::EnableSamplingIfSelected(vmtiEnv* env, vmtiThread thread, ErrorLog* log) {
+  if (!Select(env, thread, log)) return;
+  log->Check(env,
+             (*env)->SetEventNotificationMode(env, VMTI_ENABLE, VMTI_EVENT_SAMPLED_OBJECT_ALLOC,
+                                              thread),
+             "SetEventNotificationMode(thread)");
+}
+
+void ThreadFilter::Configure(Setup* setup) const {
+  setup->NotGlobally(empty() ? VMTI_EVENT_THREAD_START : VMTI_EVENT_SAMPLED_OBJECT_ALLOC);
+}
+
 std::vector<vmtiThread> ThreadFilter::Selected() {
   std::lock_guard<std::mutex> g(mu_);
   return selected_;
 }
 
-int CheckThreadsOption(const char* agent, const std::string& value) {
-  ThreadFilter filter;
-  if (filter.Parse(value)) return 0;
-  return BadOption(agent, "threads", value,
-                   "want thread names joined by '+', e.g. main+thread-2; NAME+ adds the threads "
-                   "NAME spawns");
+void DeclareThreadsOption(OptionParser* options, std::string* out) {
+  static constexpr char kWant[] =
+      "thread names joined by '+', e.g. main+thread-2; NAME+ adds the threads NAME spawns";
+  options->Text("threads", out, kWant, [](const std::string& value) {
+    ThreadFilter filter;
+    return filter.Parse(value) ? std::string() : std::string("want ") + kWant;
+  });
 }
 
 }  // namespace agent

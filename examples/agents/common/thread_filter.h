@@ -20,7 +20,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "sites.h"
+#include "agent.h"
+#include "errors.h"
+#include "options.h"
 #include "vmti/vmti.h"
 
 namespace agent {
@@ -32,9 +34,18 @@ class ThreadFilter {
   bool Parse(const std::string& text);
   bool empty() const { return wants_.empty(); }
 
+  // The events of an agent with a ThreadStart handler that calls
+  // EnableSamplingIfSelected: without threads=, SampledObjectAlloc for every
+  // thread and no ThreadStart; with it, ThreadStart instead, which enables
+  // SampledObjectAlloc for each selected thread.
+  void Configure(Setup* setup) const;
+
   // Whether `thread` samples; call from VMInit (main) and ThreadStart.
   // Thread-safe.
   bool Select(vmtiEnv* env, vmtiThread thread, ErrorLog* log);
+  // Select, and if chosen, enables SampledObjectAlloc for `thread` (with
+  // threads=, the agent enables that event per thread, never globally).
+  void EnableSamplingIfSelected(vmtiEnv* env, vmtiThread thread, ErrorLog* log);
 
   // Every thread Select chose so far (to switch their events off again).
   std::vector<vmtiThread> Selected();
@@ -50,9 +61,9 @@ class ThreadFilter {
   std::vector<vmtiThread> selected_;      // guarded by mu_
 };
 
-// The `threads=` option's check for Agent_OnLoad: 0 if `value` parses,
-// else BadOption's one line (options.h) and its return value.
-int CheckThreadsOption(const char* agent, const std::string& value);
+// Declares the `threads=` option, validated with ThreadFilter::Parse; the
+// agent parses *out into its ThreadFilter again once it has one.
+void DeclareThreadsOption(OptionParser* options, std::string* out);
 
 }  // namespace agent
 

@@ -98,28 +98,12 @@ double HeapData::inuse_bytes() const {
 
 namespace {
 
-int64_t Round(double v) { return v <= 0 ? 0 : std::llround(v); }
-
 struct SiteKeyHash {
   size_t operator()(const SiteKey& k) const {
     return (static_cast<size_t>(k.stack) * 1000003u) ^ (static_cast<size_t>(k.klass) << 20) ^
            k.thread;
   }
 };
-
-const agent::Frame& FrameOf(const agent::SiteTable::Snapshot& s, uint32_t id) {
-  return id < s.frames.size() ? s.frames[id] : s.frames[0];
-}
-const std::vector<uint32_t>& StackOf(const agent::SiteTable::Snapshot& s, uint32_t id) {
-  return id < s.stacks.size() ? s.stacks[id] : s.stacks[0];
-}
-const std::string& StringOf(const agent::SiteTable::Snapshot& s, uint32_t id) {
-  return id < s.strings.size() ? s.strings[id] : s.strings[0];
-}
-
-}  // namespace
-
-namespace {
 
 // The encoder behind BuildPprof and BuildDeltaPprof. Cumulative profiles
 // clamp values at 0 (in-use sums may carry a rounding residue below 0) and
@@ -145,7 +129,7 @@ std::string EncodePprof(const std::vector<Row>& rows, const agent::SiteTable::Sn
   b.SetMainBinary(main_binary);
   for (const std::string& c : comments) b.AddComment(c);
   auto round = [delta](double v) -> int64_t {
-    return delta != nullptr ? std::llround(v) : Round(v);
+    return delta != nullptr ? std::llround(v) : RoundCount(v);
   };
   std::vector<uint64_t> locs;
   std::vector<pprof::Label> labels(3);
@@ -162,22 +146,22 @@ std::string EncodePprof(const std::vector<Row>& rows, const agent::SiteTable::Sn
       continue;
     }
     locs.clear();
-    for (uint32_t f : StackOf(sites, r.key.stack)) {
-      const agent::Frame& fr = FrameOf(sites, f);
+    for (uint32_t f : sites.stack(r.key.stack)) {
+      const agent::Frame& fr = sites.frame(f);
       locs.push_back(b.Location(fr.function, fr.file, fr.line));
     }
-    labels[0].str = StringOf(sites, r.key.klass);
-    labels[1].str = StringOf(sites, r.key.thread);
+    labels[0].str = sites.string(r.key.klass);
+    labels[1].str = sites.string(r.key.thread);
     // In a delta without allocations the objects freed give the size.
     double objects = t.alloc_objects > 0 ? t.alloc_objects : std::fabs(t.inuse_objects);
     double bytes = t.alloc_objects > 0 ? t.alloc_bytes : std::fabs(t.inuse_bytes);
-    labels[2].num = objects > 0 ? Round(bytes / objects) : 0;
+    labels[2].num = objects > 0 ? RoundCount(bytes / objects) : 0;
     if (t.promoted_samples > 0) {
       std::vector<pprof::Label> with_promoted = labels;
       pprof::Label p;
       p.key = "promoted_bytes";  // like "bytes": pprof infers the unit from the key
       p.is_num = true;
-      p.num = Round(t.promoted_bytes);
+      p.num = RoundCount(t.promoted_bytes);
       with_promoted.push_back(p);
       b.AddSample(locs, values, with_promoted);
     } else {
@@ -250,15 +234,15 @@ std::string BuildCollapsed(const std::vector<Row>& rows, const agent::SiteTable:
   for (const Row& r : rows) {
     double v = inuse ? r.totals.inuse_bytes : r.totals.alloc_bytes;
     if (v <= 0) continue;
-    const std::vector<uint32_t>& st = StackOf(sites, r.key.stack);
+    const std::vector<uint32_t>& st = sites.stack(r.key.stack);
     std::string line;
     for (size_t i = st.size(); i-- > 0;) {
-      const agent::Frame& f = FrameOf(sites, st[i]);
+      const agent::Frame& f = sites.frame(st[i]);
       line += f.function;
       if (f.line > 0) line += ":" + std::to_string(f.line);
       line += ';';
     }
-    line += "[" + StringOf(sites, r.key.klass) + "]";
+    line += "[" + sites.string(r.key.klass) + "]";
     for (char& c : line) {
       if (c == ' ') c = '_';  // the weight is the last space-separated field
     }
@@ -266,7 +250,7 @@ std::string BuildCollapsed(const std::vector<Row>& rows, const agent::SiteTable:
   }
   std::string out;
   for (const auto& kv : lines) {
-    int64_t v = Round(kv.second);
+    int64_t v = RoundCount(kv.second);
     if (v > 0) out += kv.first + " " + std::to_string(v) + "\n";
   }
   return out;
@@ -282,7 +266,7 @@ std::string BuildSummary(const std::vector<Row>& rows, const agent::SiteTable::S
   double total_alloc = 0, total_live = 0;
   int64_t samples = 0;
   for (const Row& r : rows) {
-    uint32_t leaf = StackOf(sites, r.key.stack)[0];
+    uint32_t leaf = sites.stack(r.key.stack)[0];
     Site& s = by_frame[leaf];
     s.frame = leaf;
     s.live_bytes += r.totals.inuse_bytes;
@@ -320,8 +304,8 @@ std::string BuildSummary(const std::vector<Row>& rows, const agent::SiteTable::S
       double objects = live ? s.live_objects : s.alloc_objects;
       if (shown >= n || bytes < 0.5) break;
       std::snprintf(line, sizeof line, "heapprof:   %12s %12lld  %s\n",
-                    agent::HumanBytes(bytes).c_str(), static_cast<long long>(Round(objects)),
-                    agent::FrameLabel(FrameOf(sites, s.frame)).c_str());
+                    agent::HumanBytes(bytes).c_str(), static_cast<long long>(RoundCount(objects)),
+                    agent::FrameLabel(sites.frame(s.frame)).c_str());
       out += line;
       shown++;
     }

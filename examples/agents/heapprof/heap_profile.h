@@ -11,6 +11,7 @@
 #ifndef MINIVM_EXAMPLES_AGENTS_HEAPPROF_HEAP_PROFILE_H_
 #define MINIVM_EXAMPLES_AGENTS_HEAPPROF_HEAP_PROFILE_H_
 
+#include <cmath>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -45,6 +46,10 @@ struct Row {
   SiteKey key;
   Totals totals;
 };
+
+// An estimate as a count for output: rounded, and 0 for anything below (an
+// in-use sum may carry a rounding residue below 0).
+inline int64_t RoundCount(double v) { return v <= 0 ? 0 : std::llround(v); }
 
 // Thread-safe. Memory: one Totals per distinct key, one 24-byte record per
 // sample whose object is alive.

@@ -11,17 +11,7 @@
 namespace heapprof {
 namespace {
 
-int64_t Round(double v) { return v <= 0 ? 0 : std::llround(v); }
 
-const agent::Frame& FrameOf(const agent::SiteTable::Snapshot& s, uint32_t id) {
-  return id < s.frames.size() ? s.frames[id] : s.frames[0];
-}
-const std::vector<uint32_t>& StackOf(const agent::SiteTable::Snapshot& s, uint32_t id) {
-  return id < s.stacks.size() ? s.stacks[id] : s.stacks[0];
-}
-const std::string& StringOf(const agent::SiteTable::Snapshot& s, uint32_t id) {
-  return id < s.strings.size() ? s.strings[id] : s.strings[0];
-}
 
 struct Line {
   const Row* row;
@@ -51,8 +41,8 @@ std::string BuildLegacyText(const std::vector<Row>& rows, const agent::SiteTable
   std::vector<Line> lines;
   Line total{nullptr, 0, 0, 0, 0};
   for (const Row& r : rows) {
-    Line l{&r, Round(r.totals.inuse_objects), Round(r.totals.inuse_bytes),
-           Round(r.totals.alloc_objects), Round(r.totals.alloc_bytes)};
+    Line l{&r, RoundCount(r.totals.inuse_objects), RoundCount(r.totals.inuse_bytes),
+           RoundCount(r.totals.alloc_objects), RoundCount(r.totals.alloc_bytes)};
     if (l.inuse_objects == 0 && l.inuse_bytes == 0 && l.alloc_objects == 0 && l.alloc_bytes == 0) {
       continue;
     }
@@ -93,22 +83,22 @@ std::string BuildLegacyText(const std::vector<Row>& rows, const agent::SiteTable
   for (const Line& l : lines) {
     out += '\n';
     out += counts(l);
-    const std::vector<uint32_t>& stack = StackOf(sites, l.row->key.stack);
+    const std::vector<uint32_t>& stack = sites.stack(l.row->key.stack);
     for (uint32_t f : stack) {
       std::snprintf(buf, sizeof buf, " %#" PRIx64, FrameAddress(f));
       out += buf;
     }
     out += '\n';
     for (uint32_t f : stack) {
-      const agent::Frame& fr = FrameOf(sites, f);
+      const agent::Frame& fr = sites.frame(f);
       std::snprintf(buf, sizeof buf, "#\t%#" PRIx64 "\t", FrameAddress(f));
       out += buf;
       out += fr.function + '\t' + fr.file;
       if (fr.line > 0) out += ':' + std::to_string(fr.line);
       out += '\n';
     }
-    out += "#\tclass " + StringOf(sites, l.row->key.klass) + ", thread " +
-           StringOf(sites, l.row->key.thread) + "\n";
+    out += "#\tclass " + sites.string(l.row->key.klass) + ", thread " +
+           sites.string(l.row->key.thread) + "\n";
   }
   return out;
 }
@@ -134,7 +124,7 @@ std::string LookupSymbols(const std::string& query, const agent::SiteTable::Snap
     }
     char buf[32];
     std::snprintf(buf, sizeof buf, "%#" PRIx64 " ", address);
-    out += buf + FrameOf(sites, frame).function + "\n";
+    out += buf + sites.frame(frame).function + "\n";
   }
   return out;
 }

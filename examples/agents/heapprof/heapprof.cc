@@ -6,8 +6,8 @@
  *   go tool pprof -http=: heap.pb.gz
  *
  * Options (comma separated; docs/tools.md has the full story):
- *   interval=BYTES   mean sampling interval (e.g. 4096, 512k); default the
- *                    VM's, 512 KiB
+ *   interval=BYTES   mean sampling interval (e.g. 4096, 512k); default: the
+ *                    VM's
  *   file=PATH        the profile written at VM death (default heap.pb.gz, or
  *                    heap.folded with format=collapsed; empty: none)
  *   format=pprof|collapsed
@@ -37,17 +37,20 @@
  *     record id; ObjectFree with that tag removes it from the in-use sums.
  *  2. Output (files, HTTP) is built on agent-owned threads from copies of
  *     the tables; they never call VMTI functions that need a VM thread
- *     (?gc=1 calls ForceGarbageCollection, which any thread may call: the
- *     collection's ObjectFree events reach the tables before it returns).
+ *     (ForceGarbageCollection, which the worker and ?gc=1 call, may be
+ *     called from any thread: the collection's ObjectFree events reach the
+ *     tables before it returns).
  *     The HTTP endpoints keep Go's rule whatever gc= says: in-use values
  *     as of the last collection, unless the URL asks for one (?gc=1).
- *  3. SIGUSR2's handler only sets a flag. A worker thread polls the flag,
- *     the control file and the dump_every counter every 100 ms and dumps;
- *     nothing is ever written from a signal handler or a GC callback.
+ *  3. SIGUSR2's handler only counts the signal. A worker thread polls that
+ *     count and the control file every 100 ms, and writes the dumps queued
+ *     to it (dump_every's and gdump's, whose state was taken when they came
+ *     due); nothing is ever written from a signal handler or a GC callback.
  *  4. Callbacks arrive on several threads: HeapData and SiteTable lock
  *     internally; no agent lock is held across a VMTI call.
  *  5. Live means live (gc=1, the default): the final profile, the summary
- *     and every numbered dump are taken right after a full collection that
+ *     and every numbered dump but gdump's (which shows the collection that
+ *     set the new mark) are taken right after a full collection that
  *     heapprof forces (ForceGarbageCollection, whose ObjectFree events are
  *     delivered before it returns), so in-use figures count only reachable
  *     objects. Without it they are "as of the last collection", and a
@@ -62,15 +65,14 @@
  *     has process-wide state: a counter that every instance's worker reads.
  *  7. Attach (`minivm-attach PID load heapprof=ACTION,...`, docs/tools.md):
  *     Agent_OnAttach's first option may be an action, as async-profiler's
- *     are: start (the default) makes an attached instance, which samples
- *     from now on (its profiles say that objects allocated before the
- *     attach are not in them); dump[,file=PATH] writes a profile now;
- *     set,interval=BYTES changes the interval; stop writes the final
- *     profile and disposes of the environment (its events, tags and
- *     capabilities) after stopping its worker and HTTP threads. One
- *     attached instance at a time (g_attached); the instance object itself
- *     stays allocated, as every instance does (a late callback on another
- *     thread must not find freed memory).
+ *     are: start (the default) makes an attached instance (agent::Attach),
+ *     which samples from then on (its profiles say that objects allocated
+ *     before the attach are not in them); dump[,file=PATH] writes a profile
+ *     now; set,interval=BYTES changes the interval; stop writes the final
+ *     profile, stops the worker and HTTP threads and disposes of the
+ *     environment (its events, tags and capabilities). One attached
+ *     instance at a time (g_attached); the instance object itself stays
+ *     allocated, as every instance does (common/agent.h).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -93,6 +95,7 @@
 #include <vector>
 
 #include "../common/agent.h"
+#include "../common/errors.h"
 #include "../common/options.h"
 #include "../common/output.h"
 #include "../common/program.h"
@@ -162,14 +165,37 @@ void ReleaseSigusr2() {
   g_signal_installed = false;
 }
 
-// Set on a thread inside a ForceGarbageCollection that a profiler forced
-// (the instance): the collection runs on the thread that forced it, so its
-// GarbageCollectionFinish comes on this thread too, and records the
-// collection's number in tl_forced_gc (0: none reported).
+// The profiler forcing a collection on this thread, if any. A forced
+// collection runs on the thread that forced it, so its
+// GarbageCollectionFinish arrives on this thread too; there the profiler
+// named here records the collection's number in tl_forced_gc (0: none
+// reported).
 thread_local const void* tl_forcing = nullptr;
 thread_local uint64_t tl_forced_gc = 0;
 // An HTTP request's ?gc=1 collection, for its snapshot (StartHttp).
 thread_local uint64_t tl_http_as_of = 0;
+
+// "PORT", "ADDR:PORT" or "[IPV6]:PORT", ADDR numeric.
+bool ParseHttpAddress(const std::string& v, std::string* host, int64_t* port) {
+  size_t colon = v.rfind(':');
+  if (colon == std::string::npos) return agent::ParseInt(v, 0, 65535, port);
+  std::string h = v.substr(0, colon);
+  unsigned char addr[sizeof(struct in6_addr)];
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') {
+    h = h.substr(1, h.size() - 2);
+    if (inet_pton(AF_INET6, h.c_str(), addr) != 1) return false;
+  } else if (inet_pton(AF_INET, h.c_str(), addr) != 1) {
+    return false;  // (an IPv6 address must be in brackets)
+  }
+  *host = h;
+  return agent::ParseInt(v.substr(colon + 1), 0, 65535, port);
+}
+
+// "ADDR:PORT", an IPv6 address in brackets.
+std::string HostPort(const std::string& host, int port) {
+  bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
 
 double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -178,39 +204,179 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
 class Profiler {
  public:
   static constexpr const char* kName = heapprof::kName;
+  using Config = heapprof::Config;
+
+  // The instance's side of agent::Start (common/agent.h).
+  static void DeclareOptions(Config* c, agent::OptionParser* p) {
+    p->Bytes("interval", &c->interval, 0, INT32_MAX, "4096 or 512k");
+    p->Custom(
+        "file", "a file path (empty: no final profile)",
+        [c](const std::string& v) {
+          c->file = v;
+          c->file_given = true;
+          return true;
+        },
+        /*empty_ok=*/true);
+    p->Choice<bool>("format", &c->collapsed, {{"pprof", false}, {"collapsed", true}});
+    p->Choice<bool>("space", &c->collapsed_inuse, {{"inuse", true}, {"alloc", false}});
+    p->Bytes("dump_every", &c->dump_every, 1, INT64_MAX, "64m");
+    p->Text("control", &c->control, "a file path");
+    p->Custom("http",
+              "PORT or ADDR:PORT with a numeric address (127.0.0.1 if omitted; [::1]:PORT for "
+              "IPv6), port 0 for any free one",
+              [c](const std::string& v) {
+                c->http_option = v;
+                return ParseHttpAddress(v, &c->http_host, &c->http_port);
+              });
+    p->Int("depth", &c->depth, 1, 4096, "a frame count");
+    agent::DeclareThreadsOption(p, &c->threads);
+    p->Int("top", &c->top, 0, 1000, "a site count");
+    p->Choice<bool>("gc", &c->gc, {{"1", true}, {"0", false}});
+    p->Double("gdump", &c->gdump, 1e-6, 1e6, "a growth fraction > 0, e.g. 0.1");
+  }
+
+  // Every path is checked now, so that a typo fails before the program
+  // runs, not after it; and the HTTP server, if any, listens now, so that a
+  // port that is taken fails the same way. Null after one line on stderr.
+  static std::unique_ptr<Profiler> Create(Config c, vmtiEnv* env) {
+    // Numbered dumps go beside `file`, or beside the default name.
+    const std::string default_file = c.collapsed ? "heap.folded" : "heap.pb.gz";
+    if (c.file_given && c.file.empty() &&
+        (c.dump_every > 0 || c.gdump > 0 || !c.control.empty())) {
+      std::string error;
+      if (!agent::CheckOutputPath(default_file, &error)) {
+        agent::BadOption(kName, "file", "",
+                         "numbered dumps cannot go to the working directory: " + error);
+        return nullptr;
+      }
+    }
+    if (!c.file_given) c.file = default_file;
+    std::string error;
+    if (!c.file.empty() && !agent::CheckOutputPath(c.file, &error)) {
+      agent::BadOption(kName, "file", c.file, "cannot write " + c.file + ": " + error);
+      return nullptr;
+    }
+    if (!c.control.empty() && !agent::CheckOutputPath(c.control, &error)) {
+      agent::BadOption(kName, "control", c.control,
+                       "cannot be watched (it is deleted when seen): " + error);
+      return nullptr;
+    }
+    std::unique_ptr<HttpServer> http;
+    if (c.http_port >= 0 && (http = Listen(c)) == nullptr) return nullptr;
+    auto profiler = std::make_unique<Profiler>(std::move(c), env);
+    profiler->http_ = std::move(http);
+    return profiler;
+  }
 
   Profiler(Config c, vmtiEnv* env) : config_(std::move(c)), log_(kName), env_(env) {
     next_dump_at_ = static_cast<double>(config_.dump_every);
     if (!config_.threads.empty()) threads_.Parse(config_.threads);  // validated already
+    // The interval is VM-wide and any environment may change it, so the VM
+    // is its one source of truth: asked here, again at VMInit (an agent
+    // loaded later may have set it), and read from every sample's info.
+    // Until Install sets ours, the VM's is the one in force.
+    vmtiInt interval = 0;
+    if (config_.interval >= 0) {
+      interval_.store(config_.interval);
+    } else if (log_.Check(env, (*env)->GetHeapSamplingInterval(env, &interval),
+                          "GetHeapSamplingInterval")) {
+      interval_.store(interval);
+    }
   }
 
-  Config& config() { return config_; }
+  // Handlers: OnStart, OnThreadStart, OnSample, OnObjectFree, OnGcFinish,
+  // OnVMDeath (common/agent.h).
+  void Configure(agent::Setup* setup) const {
+    setup->interval = config_.interval;
+    threads_.Configure(setup);
+  }
+
   agent::ErrorLog& log() { return log_; }
-  void set_http(std::unique_ptr<HttpServer> server) { http_ = std::move(server); }
-  // Made by Agent_OnAttach: before Install, so that every profile says so.
-  void set_attached() { attached_ = true; }
 
-  void OnVMInit(vmtiEnv* env, vmtiThread main_thread) {
-    if (!config_.threads.empty()) MaybeEnableFor(env, main_thread);
-    StartServices(env);
+  // At VMInit (common/agent.h): the main thread exists, and agent threads
+  // may start.
+  void OnStart(vmtiEnv* env, vmtiThread main_thread) {
+    vmtiInt interval = 0;
+    if (log_.Check(env, (*env)->GetHeapSamplingInterval(env, &interval),
+                   "GetHeapSamplingInterval")) {
+      interval_.store(interval);
+    }
+    // main_thread is null when attached: agent::Attach passed every running
+    // thread to OnThreadStart already.
+    if (!config_.threads.empty() && main_thread != nullptr) {
+      threads_.EnableSamplingIfSelected(env, main_thread, &log_);
+    }
+    sigusr2_seen_ = g_sigusr2_count.load(std::memory_order_relaxed);
+    AcquireSigusr2();
+    signal_acquired_ = true;
+    StartWorker();
+    if (http_ != nullptr) StartHttp();
   }
 
-  // Agent_OnAttach's start (design point 7): what VMInit does, in a VM
-  // that runs already; with threads=, every running thread is judged now.
-  void StartAttached(vmtiEnv* env) {
-    if (!config_.threads.empty()) {
-      vmtiInt n = 0;
-      vmtiThread* threads = nullptr;
-      if (log_.Check(env, (*env)->GetAllThreads(env, &n, &threads), "GetAllThreads")) {
-        for (vmtiInt i = 0; i < n; ++i) MaybeEnableFor(env, threads[i]);
-        (*env)->Deallocate(env, reinterpret_cast<unsigned char*>(threads));
+  void OnThreadStart(vmtiEnv* env, vmtiThread thread) {
+    threads_.EnableSamplingIfSelected(env, thread, &log_);
+  }
+
+  // Inside the collection's pause: raw bookkeeping only.
+  void OnGcFinish(vmtiEnv*) {
+    const uint64_t n = gc_count_.fetch_add(1, std::memory_order_acq_rel) + 1;
+    // The collection this instance forced runs on this thread: remember its
+    // number, since the profile's in-use data is taken as of it.
+    if (tl_forcing == this) tl_forced_gc = n;
+    last_gc_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                      std::memory_order_relaxed);
+  }
+
+  void OnSample(vmtiEnv* env, vmtiThread thread, vmtiObject object, vmtiClass klass,
+                vmtiLong size) {
+    if (dead_.load(std::memory_order_acquire)) return;
+    agent::Sample sample;
+    if (!sites_.Capture(env, object, klass, config_.depth, &next_tag_, &log_, &sample)) return;
+    const vmtiSampleInfo& info = sample.info;
+    interval_.store(info.interval, std::memory_order_relaxed);
+    SiteKey key;
+    key.stack = sample.stack;
+    key.klass = sample.klass;
+    key.thread = sites_.ThreadName(env, thread, &log_);
+    const int64_t tag = sample.tag;  // 0: untagged, counted as allocated only
+    // Recorded with the number of collections finished so far: none of
+    // them has judged this object, so in-use data as of any of them leaves
+    // it out (HeapData::CopyLiveAsOf).
+    double allocated =
+        data_.RecordAlloc(tag, key, info.weight, size, gc_count_.load(std::memory_order_acquire));
+    if (config_.gdump > 0) CheckHighWater();
+    if (config_.dump_every > 0) {
+      bool due = false;
+      {
+        std::lock_guard<std::mutex> g(worker_mu_);
+        if (allocated >= next_dump_at_) {
+          while (next_dump_at_ <= allocated) {
+            next_dump_at_ += static_cast<double>(config_.dump_every);
+          }
+          due = true;
+        }
+      }
+      // The state is taken here, at the crossing (after a collection forced
+      // on this thread with gc=1), so that each numbered dump shows the heap
+      // at its threshold however late the worker runs. Encoding and writing
+      // happen on the worker.
+      if (due) {
+        const LiveNote note = CollectForLiveData(env, "at this dump's threshold");
+        Enqueue("dump_every", &note);
       }
     }
-    StartServices(env);
   }
 
-  // `dump[,file=PATH]`: a profile of now (after a collection with gc=1),
-  // to PATH or to the next numbered file.
+  void OnObjectFree(vmtiEnv*, vmtiLong tag) { data_.RecordFree(tag); }
+
+  void OnVMDeath(vmtiEnv* env) { Finish(env); }
+
+  // Made by Agent_OnAttach (agent::Attach calls this before Install), so
+  // that every profile says so.
+  void MarkAttached() { attached_ = true; }
+
+  // `dump[,file=PATH]` (design point 7): a profile of now (after a
+  // collection with gc=1), to PATH or to the next numbered file.
   void DumpNow(const std::string& path) {
     PendingDump d;
     d.why = "minivm-attach dump";
@@ -241,78 +407,6 @@ class Profiler {
     log_.Check(env_, (*env_)->DisposeEnvironment(env_), "DisposeEnvironment");
     std::fprintf(stderr, "heapprof: stopped; sampling, tags and threads released\n");
   }
-
- private:
-  void StartServices(vmtiEnv* env) {
-    vmtiInt interval = 0;
-    if (log_.Check(env, (*env)->GetHeapSamplingInterval(env, &interval),
-                   "GetHeapSamplingInterval")) {
-      interval_.store(interval);
-    }
-    sigusr2_seen_ = g_sigusr2_count.load(std::memory_order_relaxed);
-    AcquireSigusr2();
-    signal_acquired_ = true;
-    StartWorker();
-    if (http_ != nullptr) StartHttp();
-  }
-
- public:
-  void OnThreadStart(vmtiEnv* env, vmtiThread thread) { MaybeEnableFor(env, thread); }
-
-  // Inside the collection's pause: raw bookkeeping only.
-  void OnGcFinish(vmtiEnv*) {
-    const uint64_t n = gc_count_.fetch_add(1, std::memory_order_acq_rel) + 1;
-    // The collection this instance forced runs on this thread: remember its
-    // number, which the profile's in-use data is taken as of.
-    if (tl_forcing == this) tl_forced_gc = n;
-    last_gc_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
-                      std::memory_order_relaxed);
-  }
-
-  void OnSample(vmtiEnv* env, vmtiThread thread, vmtiObject object, vmtiClass klass,
-                vmtiLong size) {
-    if (dead_.load(std::memory_order_acquire)) return;
-    vmtiSampleInfo info;
-    if (!log_.Check(env, (*env)->GetSampleInfo(env, &info), "GetSampleInfo")) return;
-    interval_.store(info.interval, std::memory_order_relaxed);
-    SiteKey key;
-    key.stack = sites_.CaptureStack(env, static_cast<int>(config_.depth), &log_);
-    key.klass = sites_.ClassName(env, klass, &log_);
-    key.thread = sites_.ThreadName(env, thread, &log_);
-    int64_t tag = next_tag_.fetch_add(1, std::memory_order_relaxed);
-    // Tag first: the object cannot die before this callback returns, so the
-    // record is in place before any ObjectFree for it.
-    if (!log_.Check(env, (*env)->SetTag(env, object, tag), "SetTag")) tag = 0;
-    // Born after the collections finished so far: no collection has judged
-    // it before the next one (HeapData::CopyLiveAsOf).
-    double allocated =
-        data_.RecordAlloc(tag, key, info.weight, size, gc_count_.load(std::memory_order_acquire));
-    if (config_.gdump > 0) CheckHighWater();
-    if (config_.dump_every > 0) {
-      bool due = false;
-      {
-        std::lock_guard<std::mutex> g(worker_mu_);
-        if (allocated >= next_dump_at_) {
-          while (next_dump_at_ <= allocated) {
-            next_dump_at_ += static_cast<double>(config_.dump_every);
-          }
-          due = true;
-        }
-      }
-      // The state is taken here, at the crossing (after a collection forced
-      // on this thread with gc=1), so that each numbered dump shows the heap
-      // at its threshold however late the worker runs. Encoding and writing
-      // happen on the worker.
-      if (due) {
-        const LiveNote note = CollectForLiveData(env, "at this dump's threshold");
-        Enqueue("dump_every", &note);
-      }
-    }
-  }
-
-  void OnObjectFree(vmtiEnv*, vmtiLong tag) { data_.RecordFree(tag); }
-
-  void OnVMDeath(vmtiEnv* env) { Finish(env); }
 
  private:
   // At VM death, or at an attached instance's stop: no more samples, the
@@ -353,12 +447,29 @@ class Profiler {
     std::fflush(stderr);
   }
 
-  void MaybeEnableFor(vmtiEnv* env, vmtiThread thread) {
-    if (!threads_.Select(env, thread, &log_)) return;
-    log_.Check(env,
-               (*env)->SetEventNotificationMode(env, VMTI_ENABLE, VMTI_EVENT_SAMPLED_OBJECT_ALLOC,
-                                                thread),
-               "SetEventNotificationMode(thread)");
+  // The HTTP server of http=, listening; null after one line on stderr.
+  static std::unique_ptr<HttpServer> Listen(const Config& c) {
+    std::string error;
+    std::unique_ptr<HttpServer> server = LoadHttpServer(&error);
+    if (server != nullptr &&
+        !server->Listen(c.http_host, static_cast<int>(c.http_port), &error)) {
+      error = "cannot listen on " + HostPort(c.http_host, static_cast<int>(c.http_port)) + ": " +
+              error;
+      server.reset();
+    }
+    if (server == nullptr) {
+      agent::BadOption(kName, "http", c.http_option, error);
+      return nullptr;
+    }
+    const std::string where = HostPort(c.http_host, server->port());
+    std::fprintf(stderr, "heapprof: serving http://%s/debug/pprof/heap\n", where.c_str());
+    if (c.http_host.compare(0, 4, "127.") != 0 && c.http_host != "::1") {
+      std::fprintf(stderr,
+                   "heapprof: warning: profiles are served to anyone who can reach %s "
+                   "(no authentication)\n",
+                   where.c_str());
+    }
+    return server;
   }
 
   // File names relative to the program's directory (common/program.h), so
@@ -389,11 +500,12 @@ class Profiler {
 
   // gc=1: a full collection now, so that in-use data is exact up to
   // sampling (its ObjectFree events have been delivered when
-  // ForceGarbageCollection returns). gc=0: says when the last one ran.
-  // Must be called with no agent lock held (see design point 5).
+  // ForceGarbageCollection returns). gc=0, or a collection that could not
+  // run: no collection, and the note says when the last one ran. Must be
+  // called with no agent lock held (see design point 5).
   LiveNote CollectForLiveData(vmtiEnv* env, const char* when) {
-    // WRONG_PHASE: the VM is ending and this is not its last thread (a dump
-    // the worker drains during VMDeath); the data is then as recorded.
+    // WRONG_PHASE is expected, not an error: the VM is ending on another
+    // thread (a dump the worker drains during VMDeath).
     uint64_t number = 0;
     bool forced = false;
     if (config_.gc) {
@@ -403,9 +515,9 @@ class Profiler {
     }
     if (forced) {
       LiveNote note;
-      // Samples allocated after the collection (other threads ran on) are
-      // left out of in-use: it has not judged them. 0 if the collection
-      // did not report itself (then the data is as recorded).
+      // In-use data counts only samples born before this collection (other
+      // threads ran on meanwhile, and it has not judged theirs). 0 if the
+      // collection did not report itself: then the data is as recorded.
       note.as_of = number;
       note.summary = std::string("after a full collection ") + when;
       note.comment = "inuse: objects reachable at a full collection run just before this profile";
@@ -515,8 +627,8 @@ class Profiler {
     return true;
   }
 
-  // A numbered dump: its state is copied when it is queued or,
-  // with gc=1, by the worker after the collection it forces.
+  // A numbered dump. Its state is copied when it is queued, or (a dump
+  // requested with gc=1) by the worker, after the collection it forces.
   struct PendingDump {
     std::string why;
     bool copied = false;
@@ -680,7 +792,7 @@ class Profiler {
   HeapData data_;
   std::unique_ptr<HttpServer> http_;  // with http= only
   std::atomic<int64_t> next_tag_{1};
-  std::atomic<int64_t> interval_{524288};
+  std::atomic<int64_t> interval_{0};  // the VM's (see the constructor)
   std::atomic<bool> dead_{false};
   bool signal_acquired_ = false;
   uint64_t sigusr2_seen_ = 0;  // the worker's
@@ -698,193 +810,8 @@ class Profiler {
   double next_dump_at_ = 0;
   std::atomic<int> dump_seq_{0};  // the worker's, and an attach dump's
   std::thread worker_;
-  bool attached_ = false;  // made by Agent_OnAttach: set before any profile
+  bool attached_ = false;  // set before Install (MarkAttached), then read only
 };
-
-// "PORT", "ADDR:PORT" or "[IPV6]:PORT", ADDR numeric.
-bool ParseHttpAddress(const std::string& v, std::string* host, int64_t* port) {
-  size_t colon = v.rfind(':');
-  if (colon == std::string::npos) return agent::ParseInt(v, 0, 65535, port);
-  std::string h = v.substr(0, colon);
-  unsigned char addr[sizeof(struct in6_addr)];
-  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') {
-    h = h.substr(1, h.size() - 2);
-    if (inet_pton(AF_INET6, h.c_str(), addr) != 1) return false;
-  } else if (inet_pton(AF_INET, h.c_str(), addr) != 1) {
-    return false;  // (an IPv6 address must be in brackets)
-  }
-  *host = h;
-  return agent::ParseInt(v.substr(colon + 1), 0, 65535, port);
-}
-
-// "ADDR:PORT", an IPv6 address in brackets.
-std::string HostPort(const std::string& host, int port) {
-  bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
-int ParseConfig(const char* options, Config* c) {
-  agent::OptionList list;
-  std::string bad;
-  if (!agent::SplitOptions(options, &list, &bad)) {
-    return agent::BadOption(kName, bad, "", "empty or repeated option");
-  }
-  for (const auto& kv : list) {
-    const std::string& k = kv.first;
-    const std::string& v = kv.second;
-    if (k == "interval") {
-      if (!agent::ParseBytes(v, 0, 0x7fffffff, &c->interval)) {
-        return agent::BadOption(kName, k, v, "want bytes, e.g. 4096 or 512k");
-      }
-    } else if (k == "file") {
-      c->file = v;
-      c->file_given = true;
-    } else if (k == "format") {
-      if (v == "pprof")
-        c->collapsed = false;
-      else if (v == "collapsed")
-        c->collapsed = true;
-      else
-        return agent::BadOption(kName, k, v, "want pprof or collapsed");
-    } else if (k == "space") {
-      if (v == "inuse")
-        c->collapsed_inuse = true;
-      else if (v == "alloc")
-        c->collapsed_inuse = false;
-      else
-        return agent::BadOption(kName, k, v, "want inuse or alloc");
-    } else if (k == "dump_every") {
-      if (!agent::ParseBytes(v, 1, INT64_MAX, &c->dump_every)) {
-        return agent::BadOption(kName, k, v, "want bytes > 0, e.g. 64m");
-      }
-    } else if (k == "control") {
-      if (v.empty()) return agent::BadOption(kName, k, v, "want a file path");
-      c->control = v;
-    } else if (k == "http") {
-      c->http_option = v;
-      if (!ParseHttpAddress(v, &c->http_host, &c->http_port)) {
-        return agent::BadOption(kName, k, v,
-                                "want PORT or ADDR:PORT with a numeric address (127.0.0.1 if "
-                                "omitted; [::1]:PORT for IPv6), port 0 for any free one");
-      }
-    } else if (k == "depth") {
-      if (!agent::ParseInt(v, 1, 4096, &c->depth)) {
-        return agent::BadOption(kName, k, v, "want a frame count from 1 to 4096");
-      }
-    } else if (k == "threads") {
-      if (int bad = agent::CheckThreadsOption(kName, v)) return bad;
-      c->threads = v;
-    } else if (k == "top") {
-      if (!agent::ParseInt(v, 0, 1000, &c->top)) {
-        return agent::BadOption(kName, k, v, "want a count from 0 to 1000");
-      }
-    } else if (k == "gc") {
-      if (v == "1")
-        c->gc = true;
-      else if (v == "0")
-        c->gc = false;
-      else
-        return agent::BadOption(kName, k, v, "want 1 (collect before each profile) or 0");
-    } else if (k == "gdump") {
-      if (!agent::ParseDouble(v, 1e-6, 1e6, &c->gdump)) {
-        return agent::BadOption(kName, k, v, "want a growth fraction > 0, e.g. 0.1");
-      }
-    } else {
-      return agent::BadOption(kName, k, v,
-                              "unknown option (known: interval, file, format, space, dump_every, "
-                              "control, http, depth, threads, top, gc, gdump)");
-    }
-  }
-  if (!c->file_given) c->file = c->collapsed ? "heap.folded" : "heap.pb.gz";
-  // Every path is checked now, so that a typo fails before the program
-  // runs, not after it. Numbered dumps go beside `file` (or the default).
-  std::string error;
-  const bool dumps = c->dump_every > 0 || c->gdump > 0 || !c->control.empty();
-  if (!c->file.empty() && !agent::CheckOutputPath(c->file, &error)) {
-    return agent::BadOption(kName, "file", c->file, ("cannot write: " + error).c_str());
-  }
-  if (c->file.empty() && dumps) {
-    const std::string base = c->collapsed ? "heap.folded" : "heap.pb.gz";
-    if (!agent::CheckOutputPath(base, &error)) {
-      return agent::BadOption(kName, "file", "", ("numbered dumps cannot go to the working "
-                                                  "directory: " + error).c_str());
-    }
-  }
-  if (!c->control.empty() && !agent::CheckOutputPath(c->control, &error)) {
-    return agent::BadOption(kName, "control", c->control,
-                            ("cannot be watched (it is deleted when seen): " + error).c_str());
-  }
-  return 0;
-}
-
-}  // namespace
-}  // namespace heapprof
-
-namespace heapprof {
-namespace {
-
-// Agent_OnLoad's work, and Agent_OnAttach's start (`live`): a new instance
-// in a new environment, in *out.
-vmtiInt StartProfiler(vmtiVM* vm, const char* options, bool live, Profiler** out) {
-  Config config;
-  if (ParseConfig(options, &config) != 0) return 1;
-  vmtiEnv* env = agent::NewEnvironment(vm, kName);
-  if (env == nullptr) return 1;
-  auto profiler = std::make_unique<Profiler>(config, env);
-  if (config.http_port >= 0) {
-    std::string error;
-    std::unique_ptr<HttpServer> server = LoadHttpServer(&error);
-    if (server != nullptr &&
-        !server->Listen(config.http_host, static_cast<int>(config.http_port), &error)) {
-      error = "cannot listen on " + HostPort(config.http_host, static_cast<int>(config.http_port)) +
-              ": " + error;
-      server.reset();
-    }
-    if (server == nullptr) {
-      std::fprintf(stderr, "heapprof: bad option 'http=%s': %s\n", config.http_option.c_str(),
-                   error.c_str());
-      return 1;
-    }
-    std::string where = HostPort(config.http_host, server->port());
-    std::fprintf(stderr, "heapprof: serving http://%s/debug/pprof/heap\n", where.c_str());
-    if (config.http_host.compare(0, 4, "127.") != 0 && config.http_host != "::1") {
-      std::fprintf(stderr,
-                   "heapprof: warning: profiles are served to anyone who can reach %s "
-                   "(no authentication)\n",
-                   where.c_str());
-    }
-    profiler->set_http(std::move(server));
-  }
-  agent::Setup setup;
-  setup.capabilities.can_generate_sampled_alloc_events = 1;
-  setup.capabilities.can_tag_objects = 1;
-  setup.capabilities.can_generate_object_free_events = 1;
-  setup.capabilities.can_generate_garbage_collection_events = 1;
-  setup.callbacks.VMInit = &agent::Callback<&Profiler::OnVMInit>::Fn;
-  setup.callbacks.VMDeath = &agent::Callback<&Profiler::OnVMDeath>::Fn;
-  setup.callbacks.ThreadStart = &agent::Callback<&Profiler::OnThreadStart>::Fn;
-  setup.callbacks.SampledObjectAlloc = &agent::Callback<&Profiler::OnSample>::Fn;
-  setup.callbacks.ObjectFree = &agent::Callback<&Profiler::OnObjectFree>::Fn;
-  setup.callbacks.GarbageCollectionFinish = &agent::Callback<&Profiler::OnGcFinish>::Fn;
-  setup.interval = config.interval;
-  // With threads=, SampledObjectAlloc is enabled per thread from VMInit and
-  // ThreadStart instead.
-  if (config.threads.empty()) {
-    setup.events = {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH, VMTI_EVENT_OBJECT_FREE,
-                    VMTI_EVENT_GARBAGE_COLLECTION_FINISH, VMTI_EVENT_SAMPLED_OBJECT_ALLOC};
-  } else {
-    setup.events = {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH, VMTI_EVENT_OBJECT_FREE,
-                    VMTI_EVENT_GARBAGE_COLLECTION_FINISH, VMTI_EVENT_THREAD_START};
-  }
-  // Installed before Install stores it: lives until the process ends
-  // (common/agent.h).
-  Profiler* p = profiler.release();
-  if (live) p->set_attached();
-  if (!agent::Install(env, p, setup, &p->log())) return 1;
-  if (live) p->StartAttached(env);
-  if (out != nullptr) *out = p;
-  return 0;
-}
 
 // The attached instance (design point 7), guarded by g_attach_mu.
 std::mutex g_attach_mu;
@@ -893,17 +820,15 @@ Profiler* g_attached = nullptr;
 }  // namespace
 }  // namespace heapprof
 
-VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
-  (void)reserved;
-  return heapprof::StartProfiler(vm, options, false, nullptr);
+VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void*) {
+  return agent::Start<heapprof::Profiler>(vm, options);
 }
 
 // minivm-attach PID load heapprof=[start,]OPTIONS | dump[,file=PATH] |
 // set,interval=BYTES | stop (design point 7).
-VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void* reserved) {
+VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void*) {
   using namespace heapprof;
-  (void)reserved;
-  std::string text = options != nullptr ? options : "";
+  const std::string text = options != nullptr ? options : "";
   const size_t comma = text.find(',');
   std::string action = text.substr(0, comma);
   std::string rest = comma == std::string::npos ? "" : text.substr(comma + 1);
@@ -917,46 +842,27 @@ VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void* reserved) {
       std::fprintf(stderr, "heapprof: already attached and profiling (use dump, set or stop)\n");
       return 1;
     }
-    return StartProfiler(vm, rest.c_str(), true, &g_attached);
+    return agent::Attach<Profiler>(vm, rest.c_str(), &g_attached);
   }
   if (g_attached == nullptr) {
     std::fprintf(stderr, "heapprof: '%s': no attached heapprof is running (start one first)\n",
                  action.c_str());
     return 1;
   }
-  agent::OptionList list;
-  std::string bad;
-  if (!agent::SplitOptions(rest.c_str(), &list, &bad)) {
-    return agent::BadOption(kName, bad, "", "empty or repeated option");
-  }
   std::string file;
   int64_t interval = -1;
-  for (const auto& [k, v] : list) {
-    if (action == "dump" && k == "file") {
-      std::string error;
-      if (v.empty() || !agent::CheckOutputPath(v, &error)) {
-        return agent::BadOption(kName, k, v, ("cannot write: " + error).c_str());
-      }
-      file = v;
-    } else if (action == "set" && k == "interval") {
-      if (!agent::ParseBytes(v, 0, 0x7fffffff, &interval)) {
-        return agent::BadOption(kName, k, v, "want bytes, e.g. 4096 or 512k");
-      }
-    } else {
-      return agent::BadOption(kName, k, v,
-                              action == "dump"  ? "dump takes only file="
-                              : action == "set" ? "set takes only interval="
-                                                : "stop takes no options");
-    }
+  agent::OptionParser parser(kName);
+  if (action == "dump") agent::DeclareOutputOption(&parser, "file", &file);
+  if (action == "set") {
+    parser.Bytes("interval", &interval, 0, INT32_MAX, "4096 or 512k");
+    parser.Require("interval", "set,interval=BYTES");
   }
+  if (!parser.ParseOrReport(rest.c_str())) return 1;
   if (action == "dump") {
     g_attached->DumpNow(file);
     return 0;
   }
-  if (action == "set") {
-    if (interval < 0) return agent::BadOption(kName, "set", "", "want interval=BYTES");
-    return g_attached->SetInterval(interval) ? 0 : 1;
-  }
+  if (action == "set") return g_attached->SetInterval(interval) ? 0 : 1;
   g_attached->StopAttached();
   g_attached = nullptr;
   return 0;

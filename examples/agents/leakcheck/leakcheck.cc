@@ -90,6 +90,7 @@
 #include <vector>
 
 #include "../common/agent.h"
+#include "../common/errors.h"
 #include "../common/options.h"
 #include "../common/output.h"
 #include "../common/sites.h"
@@ -142,6 +143,7 @@ struct Deaths {
 };
 
 struct Site {
+  Site(uint32_t f, uint32_t k, uint32_t st) : frame(f), klass(k), stack(st) {}
   uint32_t frame, klass, stack;  // stack: the first one seen, for context
   double live_bytes = 0;
   int64_t live_samples = 0;
@@ -171,44 +173,58 @@ struct Count {
 class Checker {
  public:
   static constexpr const char* kName = "leakcheck";
+  using Config = leakcheck::Config;
+
+  // The instance's side of agent::Start (common/agent.h).
+  static void DeclareOptions(Config* c, agent::OptionParser* p) {
+    p->Bytes("interval", &c->interval, 0, INT32_MAX, "4096 or 256k");
+    p->Int("every", &c->every, 0, INT32_MAX, "a number of collections");
+    p->Double("confidence", &c->confidence, 0.5, 1 - 1e-12,
+              "a probability in [0.5, 1), e.g. 0.9999");
+    p->Int("depth", &c->depth, 1, 4096, "a frame count");
+    p->Custom("gc_every", "auto or bytes such as 64m", [c](const std::string& v) {
+      if (v != "auto") return agent::ParseBytes(v, 1, INT64_MAX, &c->gc_every);
+      c->gc_every = -1;
+      return true;
+    });
+    agent::DeclareOutputOption(p, "file", &c->file);  // checked now, written at each report
+  }
+
+  static std::unique_ptr<Checker> Create(Config c, vmtiEnv* env) {
+    return std::make_unique<Checker>(std::move(c), env);
+  }
 
   Checker(Config c, vmtiEnv* env) : config_(std::move(c)), log_(kName), env_(env) {
     next_report_gc_ = config_.every;
     (*env_)->GetTime(env_, &start_ns_);
   }
-  agent::ErrorLog& log() { return log_; }
 
-  // The report file is checked now, written at each report.
-  bool CheckOutput() {
-    std::string error;
-    if (config_.file.empty() || agent::CheckOutputPath(config_.file, &error)) return true;
-    agent::BadOption(kName, "file", config_.file,
-                     ("cannot write " + config_.file + ": " + error).c_str());
-    return false;
-  }
+  // Handlers: OnSample, OnObjectFree, OnGcFinish, OnVMDeath (common/agent.h).
+  void Configure(agent::Setup* setup) const { setup->interval = config_.interval; }
+
+  agent::ErrorLog& log() { return log_; }
 
   void OnSample(vmtiEnv* env, vmtiThread, vmtiObject object, vmtiClass klass, vmtiLong) {
     if (dead_.load(std::memory_order_acquire)) return;
-    vmtiSampleInfo info;
-    if (!log_.Check(env, (*env)->GetSampleInfo(env, &info), "GetSampleInfo")) return;
-    uint32_t stack = sites_.CaptureStack(env, static_cast<int>(config_.depth), &log_);
-    uint32_t frame = sites_.LeafFrame(stack);
-    uint32_t cls = sites_.ClassName(env, klass, &log_);
-    int64_t tag = next_tag_.fetch_add(1, std::memory_order_relaxed);
-    bool tagged = log_.Check(env, (*env)->SetTag(env, object, tag), "SetTag");
+    agent::Sample sample;
+    if (!sites_.Capture(env, object, klass, config_.depth, &next_tag_, &log_, &sample)) return;
+    const uint32_t frame = sites_.LeafFrame(sample.stack);
     bool force = false;
     {
       std::lock_guard<std::mutex> g(mu_);
-      uint32_t s = SiteLocked(frame, cls, stack);
-      if (tagged) {
+      bool added = false;
+      const uint32_t s = site_ids_.Get(frame, sample.klass, &added);
+      if (added) sites_v_.emplace_back(frame, sample.klass, sample.stack);
+      const double weight = sample.info.weight;
+      if (sample.tag != 0) {
         Site& site = sites_v_[s];
-        site.live_bytes += info.weight;
+        site.live_bytes += weight;
         site.live_samples++;
-        live_bytes_ += info.weight;
-        live_.emplace(tag, Record{s, pending_, gc_count_.load(std::memory_order_relaxed),
-                                  info.weight, allocated_});
+        live_bytes_ += weight;
+        live_.emplace(sample.tag, Record{s, pending_, gc_count_.load(std::memory_order_relaxed),
+                                         weight, allocated_});
       }
-      allocated_ += info.weight;
+      allocated_ += weight;
       force = ForceDueLocked();
       if (force) forcing_ = true;
     }
@@ -252,20 +268,8 @@ class Checker {
   }
 
  private:
-  // Writes a report: to stderr, or as the whole content of file= (so the
-  // file always holds one complete report, the latest). A report that
-  // could not be written goes to stderr after one line saying why.
-  void Emit(const std::string& s) {
-    if (s.empty()) return;
-    if (!config_.file.empty()) {
-      std::string error;
-      if (agent::WriteOutput(config_.file, s, &error)) return;
-      std::fprintf(stderr, "%s: %s; the report follows\n", kName, error.c_str());
-      agent::NoteOutputFailed();
-    }
-    std::fputs(s.c_str(), stderr);
-    std::fflush(stderr);
-  }
+  // To stderr, or as the whole content of file= (common/output.h).
+  void Emit(const std::string& report) { agent::EmitReport(kName, config_.file, report); }
 
   bool ForceDueLocked() const {
     if (forcing_) return false;
@@ -321,20 +325,6 @@ class Checker {
       return ReportLocked("periodic");
     }
     return std::string();
-  }
-
-  uint32_t SiteLocked(uint32_t frame, uint32_t cls, uint32_t stack) {
-    uint64_t key = static_cast<uint64_t>(frame) << 32 | cls;
-    auto it = site_index_.find(key);
-    if (it != site_index_.end()) return it->second;
-    uint32_t id = static_cast<uint32_t>(sites_v_.size());
-    Site s;
-    s.frame = frame;
-    s.klass = cls;
-    s.stack = stack;
-    sites_v_.push_back(std::move(s));
-    site_index_.emplace(key, id);
-    return id;
   }
 
   // Kept points with ordinals in [from, to).
@@ -578,8 +568,8 @@ class Checker {
   std::atomic<int64_t> gc_count_{0};
   std::atomic<bool> dead_{false};
   std::mutex mu_;  // guards everything below
-  std::unordered_map<uint64_t, uint32_t> site_index_;
-  std::vector<Site> sites_v_;
+  agent::SiteIds site_ids_;
+  std::vector<Site> sites_v_;  // indexed by site_ids_
   std::unordered_map<int64_t, Record> live_;
   std::vector<Point> points_;    // ascending ordinals
   int64_t pending_ = 0;          // the next snapshot's ordinal
@@ -595,87 +585,19 @@ class Checker {
   double forced_ns_ = 0;  // their pauses, as the forcing thread saw them
 };
 
-int ParseConfig(const char* options, Config* c) {
-  const char* kName = Checker::kName;
-  agent::OptionList list;
-  std::string bad;
-  if (!agent::SplitOptions(options, &list, &bad)) {
-    return agent::BadOption(kName, bad, "", "empty or repeated option");
-  }
-  for (const auto& [k, v] : list) {
-    if (k == "interval") {
-      if (!agent::ParseBytes(v, 0, 0x7fffffff, &c->interval)) {
-        return agent::BadOption(kName, k, v, "want bytes, e.g. 4096 or 256k");
-      }
-    } else if (k == "every") {
-      if (!agent::ParseInt(v, 0, INT32_MAX, &c->every)) {
-        return agent::BadOption(kName, k, v, "want a number of collections (0: exit only)");
-      }
-    } else if (k == "confidence") {
-      if (!agent::ParseDouble(v, 0.5, 1 - 1e-12, &c->confidence)) {
-        return agent::BadOption(kName, k, v, "want a probability in [0.5, 1), e.g. 0.9999");
-      }
-    } else if (k == "depth") {
-      if (!agent::ParseInt(v, 1, 4096, &c->depth)) {
-        return agent::BadOption(kName, k, v, "want a frame count from 1 to 4096");
-      }
-    } else if (k == "gc_every") {
-      if (v == "auto") {
-        c->gc_every = -1;
-      } else if (!agent::ParseBytes(v, 1, INT64_MAX, &c->gc_every)) {
-        return agent::BadOption(kName, k, v,
-                                "want auto or bytes such as 64m (only full collections tell "
-                                "which old objects died)");
-      }
-    } else if (k == "file") {
-      if (v.empty()) return agent::BadOption(kName, k, v, "want a file path");
-      c->file = v;
-    } else {
-      return agent::BadOption(
-          kName, k, v,
-          "unknown option (known: interval, every, confidence, depth, gc_every, file)");
-    }
-  }
-  return 0;
-}
-
 }  // namespace
 }  // namespace leakcheck
 
-VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
-  using leakcheck::Checker;
-  (void)reserved;
-  leakcheck::Config config;
-  if (leakcheck::ParseConfig(options, &config) != 0) return 1;
-  const int64_t interval = config.interval;
-  vmtiEnv* env = agent::NewEnvironment(vm, Checker::kName);
-  if (env == nullptr) return 1;
-  auto checker = std::make_unique<Checker>(std::move(config), env);
-  if (!checker->CheckOutput()) return 1;
-  agent::Setup setup;
-  setup.capabilities.can_generate_sampled_alloc_events = 1;
-  setup.capabilities.can_tag_objects = 1;
-  setup.capabilities.can_generate_object_free_events = 1;
-  setup.capabilities.can_generate_garbage_collection_events = 1;
-  setup.callbacks.VMDeath = &agent::Callback<&Checker::OnVMDeath>::Fn;
-  setup.callbacks.SampledObjectAlloc = &agent::Callback<&Checker::OnSample>::Fn;
-  setup.callbacks.ObjectFree = &agent::Callback<&Checker::OnObjectFree>::Fn;
-  setup.callbacks.GarbageCollectionFinish = &agent::Callback<&Checker::OnGcFinish>::Fn;
-  setup.events = {VMTI_EVENT_VM_DEATH, VMTI_EVENT_OBJECT_FREE, VMTI_EVENT_GARBAGE_COLLECTION_FINISH,
-                  VMTI_EVENT_SAMPLED_OBJECT_ALLOC};
-  setup.interval = interval;
-  // The instance lives until the process ends (common/agent.h), even if
-  // Install fails after its environment could already reach it.
-  Checker* instance = checker.release();
-  return agent::Install(env, instance, setup, &instance->log()) ? 0 : 1;
+VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void*) {
+  return agent::Start<leakcheck::Checker>(vm, options);
+}
+
+// Loaded into a running VM (minivm-attach PID load leakcheck=OPTIONS): the
+// same start (common/agent.h); it tracks the objects sampled from the attach on.
+VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void*) {
+  return agent::Attach<leakcheck::Checker>(vm, options);
 }
 
 // After every agent's VMDeath: an output that could not be written fails the
 // run (common/output.h), so that scripts notice.
-// Loaded into a running VM (minivm-attach PID load leakcheck=OPTIONS): the
-// same start, which needs no VMInit; it tracks the objects sampled from the attach on.
-VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void* reserved) {
-  return Agent_OnLoad(vm, options, reserved);
-}
-
 VMTI_EXPORT void Agent_OnUnload(vmtiVM*) { agent::ExitIfOutputFailed(); }

@@ -65,6 +65,7 @@
 #include <vector>
 
 #include "../common/agent.h"
+#include "../common/errors.h"
 #include "../common/options.h"
 #include "../common/output.h"
 #include "../common/sites.h"
@@ -93,6 +94,7 @@ int BinOf(double bytes) {
 double BinUpper(int b) { return b == 0 ? 1 : std::exp2(static_cast<double>(b) / kSubBins); }
 
 struct Site {
+  Site(uint32_t f, uint32_t k) : frame(f), klass(k) {}
   uint32_t frame, klass;
   double alloc_objects = 0, alloc_bytes = 0;
   double promoted = 0, died_young = 0, died_old = 0;
@@ -139,52 +141,69 @@ double HistQuantile(const std::vector<double>& h, double q, F upper) {
 class Tracker {
  public:
   static constexpr const char* kName = "lifetimes";
+  using Config = lifetimes::Config;
+
+  // The instance's side of agent::Start (common/agent.h).
+  static void DeclareOptions(Config* c, agent::OptionParser* p) {
+    p->Bytes("interval", &c->interval, 0, INT32_MAX, "4096 or 256k");
+    agent::DeclareOutputOption(p, "trace", &c->trace);
+    agent::DeclareOutputOption(p, "file", &c->file);
+    p->Int("top", &c->top, 1, 100000, "a site count");
+    p->Int("depth", &c->depth, 1, 4096, "a frame count");
+  }
+
+  // Opens the trace (both paths were checked as they were parsed); null
+  // after one line on stderr.
+  static std::unique_ptr<Tracker> Create(Config c, vmtiEnv*) {
+    if (!c.trace.empty() && c.trace == c.file) {
+      agent::BadOption(kName, "file", c.file, "the same file as trace=");
+      return nullptr;
+    }
+    auto tracker = std::make_unique<Tracker>(std::move(c));
+    std::string error;
+    if (tracker->tracing() && !tracker->trace_.Open(tracker->config_.trace, &error)) {
+      agent::BadOption(kName, "trace", tracker->config_.trace, error);
+      return nullptr;
+    }
+    return tracker;
+  }
 
   explicit Tracker(Config c) : config_(std::move(c)), log_(kName) {}
-  agent::ErrorLog& log() { return log_; }
 
-  // Checks both outputs and opens the trace; false after one line on stderr.
-  bool OpenOutputs() {
-    std::string error;
-    if (!config_.file.empty() && !agent::CheckOutputPath(config_.file, &error)) {
-      agent::BadOption(kName, "file", config_.file,
-                       ("cannot write " + config_.file + ": " + error).c_str());
-      return false;
-    }
-    if (!config_.trace.empty() && !trace_.Open(config_.trace, &error)) {
-      agent::BadOption(kName, "trace", config_.trace, error.c_str());
-      return false;
-    }
-    return true;
-  }
+  // Handlers: OnSample, OnObjectFree, OnObjectPromote, OnGcFinish, OnVMDeath
+  // (common/agent.h).
+  void Configure(agent::Setup* setup) const { setup->interval = config_.interval; }
+
+  agent::ErrorLog& log() { return log_; }
 
   void OnSample(vmtiEnv* env, vmtiThread thread, vmtiObject object, vmtiClass klass,
                 vmtiLong size) {
     if (dead_.load(std::memory_order_acquire)) return;
-    vmtiSampleInfo info;
-    if (!log_.Check(env, (*env)->GetSampleInfo(env, &info), "GetSampleInfo")) return;
-    uint32_t stack = sites_.CaptureStack(env, static_cast<int>(config_.depth), &log_);
-    uint32_t frame = sites_.LeafFrame(stack);
-    uint32_t cls = sites_.ClassName(env, klass, &log_);
-    uint32_t thr = tracing() ? sites_.ThreadName(env, thread, &log_) : 0;
-    int64_t tag = next_tag_.fetch_add(1, std::memory_order_relaxed);
-    bool tagged = log_.Check(env, (*env)->SetTag(env, object, tag), "SetTag");
+    agent::Sample sample;
+    if (!sites_.Capture(env, object, klass, config_.depth, &next_tag_, &log_, &sample)) return;
+    const vmtiSampleInfo& info = sample.info;
+    const uint32_t frame = sites_.LeafFrame(sample.stack);
+    const uint32_t cls = sample.klass;
+    const uint32_t thr = tracing() ? sites_.ThreadName(env, thread, &log_) : 0;
+    const int64_t tag = sample.tag;  // 0: untagged, never freed or promoted
     double objects = size > 0 ? info.weight / static_cast<double>(size) : 0;
     bool young = info.generation != VMTI_GENERATION_OLD;
     std::lock_guard<std::mutex> g(mu_);
-    uint32_t s = SiteLocked(frame, cls);
+    bool added = false;
+    const uint32_t s = site_ids_.Get(frame, cls, &added);
+    if (added) sites_v_.emplace_back(frame, cls);
     Site& site = sites_v_[s];
     site.alloc_objects += objects;
     site.alloc_bytes += info.weight;
     site.samples++;
     double birth = t_bytes_;
     int64_t gc = gc_count_.load(std::memory_order_relaxed);
-    if (tagged) live_.emplace(tag, Record{s, objects, birth, gc, young, false});
+    if (tag != 0) live_.emplace(tag, Record{s, objects, birth, gc, young, false});
     t_bytes_ += info.weight;
     if (tracing()) {
       Json j;
       j["ev"] = "alloc";
-      j["id"] = tagged ? tag : 0;
+      j["id"] = tag;
       j["t_bytes"] = Round(birth);
       j["size"] = static_cast<int64_t>(size);
       j["class"] = sites_.GetString(cls);
@@ -197,7 +216,7 @@ class Tracker {
     }
   }
 
-  void OnPromote(vmtiEnv*, vmtiLong tag) {
+  void OnObjectPromote(vmtiEnv*, vmtiLong tag) {
     std::lock_guard<std::mutex> g(mu_);
     auto it = live_.find(tag);
     if (it == live_.end() || it->second.promoted) return;
@@ -211,7 +230,7 @@ class Tracker {
     }
   }
 
-  void OnFree(vmtiEnv*, vmtiLong tag) {
+  void OnObjectFree(vmtiEnv*, vmtiLong tag) {
     std::lock_guard<std::mutex> g(mu_);
     auto it = live_.find(tag);
     if (it == live_.end()) return;
@@ -252,32 +271,12 @@ class Tracker {
       }
       report = ReportLocked();
     }
-    if (!config_.file.empty()) {
-      std::string error;
-      if (agent::WriteOutput(config_.file, report, &error)) return;
-      std::fprintf(stderr, "%s: %s; the report follows\n", kName, error.c_str());
-      agent::NoteOutputFailed();
-    }
-    std::fputs(report.c_str(), stderr);
-    std::fflush(stderr);
+    agent::EmitReport(kName, config_.file, report);
   }
 
  private:
   // Fixed at load (the stream itself is only touched under mu_).
   bool tracing() const { return !config_.trace.empty(); }
-
-  uint32_t SiteLocked(uint32_t frame, uint32_t cls) {
-    uint64_t key = static_cast<uint64_t>(frame) << 32 | cls;
-    auto it = site_index_.find(key);
-    if (it != site_index_.end()) return it->second;
-    uint32_t id = static_cast<uint32_t>(sites_v_.size());
-    Site s;
-    s.frame = frame;
-    s.klass = cls;
-    sites_v_.push_back(std::move(s));
-    site_index_.emplace(key, id);
-    return id;
-  }
 
   std::string ReportLocked() {
     std::vector<double> alive(sites_v_.size(), 0.0);
@@ -335,88 +334,26 @@ class Tracker {
   std::atomic<bool> dead_{false};
   std::mutex mu_;              // guards everything below
   agent::OutputStream trace_;  // opened before any event; closed at VM death
-  std::unordered_map<uint64_t, uint32_t> site_index_;
-  std::vector<Site> sites_v_;
+  agent::SiteIds site_ids_;
+  std::vector<Site> sites_v_;  // indexed by site_ids_
   std::unordered_map<int64_t, Record> live_;
   double t_bytes_ = 0;
 };
 
-int ParseConfig(const char* options, Config* c) {
-  const char* kName = Tracker::kName;
-  agent::OptionList list;
-  std::string bad;
-  if (!agent::SplitOptions(options, &list, &bad)) {
-    return agent::BadOption(kName, bad, "", "empty or repeated option");
-  }
-  for (const auto& [k, v] : list) {
-    if (k == "interval") {
-      if (!agent::ParseBytes(v, 0, 0x7fffffff, &c->interval)) {
-        return agent::BadOption(kName, k, v, "want bytes, e.g. 4096 or 256k");
-      }
-    } else if (k == "trace") {
-      if (v.empty()) return agent::BadOption(kName, k, v, "want a file path");
-      c->trace = v;
-    } else if (k == "file") {
-      if (v.empty()) return agent::BadOption(kName, k, v, "want a file path");
-      c->file = v;
-    } else if (k == "top") {
-      if (!agent::ParseInt(v, 1, 100000, &c->top)) {
-        return agent::BadOption(kName, k, v, "want a count >= 1");
-      }
-    } else if (k == "depth") {
-      if (!agent::ParseInt(v, 1, 4096, &c->depth)) {
-        return agent::BadOption(kName, k, v, "want a frame count from 1 to 4096");
-      }
-    } else {
-      return agent::BadOption(kName, k, v,
-                              "unknown option (known: interval, trace, file, top, depth)");
-    }
-  }
-  if (!c->trace.empty() && c->trace == c->file) {
-    return agent::BadOption(kName, "file", c->file, "the same file as trace=");
-  }
-  return 0;
-}
-
 }  // namespace
 }  // namespace lifetimes
 
-VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
-  using lifetimes::Tracker;
-  (void)reserved;
-  lifetimes::Config config;
-  if (lifetimes::ParseConfig(options, &config) != 0) return 1;
-  const int64_t interval = config.interval;
-  auto tracker = std::make_unique<Tracker>(std::move(config));
-  if (!tracker->OpenOutputs()) return 1;
-  vmtiEnv* env = agent::NewEnvironment(vm, Tracker::kName);
-  if (env == nullptr) return 1;
-  agent::Setup setup;
-  setup.capabilities.can_generate_sampled_alloc_events = 1;
-  setup.capabilities.can_tag_objects = 1;
-  setup.capabilities.can_generate_object_free_events = 1;
-  setup.capabilities.can_generate_object_promote_events = 1;
-  setup.capabilities.can_generate_garbage_collection_events = 1;
-  setup.callbacks.VMDeath = &agent::Callback<&Tracker::OnVMDeath>::Fn;
-  setup.callbacks.SampledObjectAlloc = &agent::Callback<&Tracker::OnSample>::Fn;
-  setup.callbacks.ObjectFree = &agent::Callback<&Tracker::OnFree>::Fn;
-  setup.callbacks.ObjectPromote = &agent::Callback<&Tracker::OnPromote>::Fn;
-  setup.callbacks.GarbageCollectionFinish = &agent::Callback<&Tracker::OnGcFinish>::Fn;
-  setup.events = {VMTI_EVENT_VM_DEATH, VMTI_EVENT_OBJECT_FREE, VMTI_EVENT_OBJECT_PROMOTE,
-                  VMTI_EVENT_GARBAGE_COLLECTION_FINISH, VMTI_EVENT_SAMPLED_OBJECT_ALLOC};
-  setup.interval = interval;
-  // The instance lives until the process ends (common/agent.h), even if
-  // Install fails after its environment could already reach it.
-  Tracker* instance = tracker.release();
-  return agent::Install(env, instance, setup, &instance->log()) ? 0 : 1;
+VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void*) {
+  return agent::Start<lifetimes::Tracker>(vm, options);
+}
+
+// Loaded into a running VM (minivm-attach PID load lifetimes=OPTIONS): the
+// same start (common/agent.h); its trace and report cover the objects
+// sampled from the attach on.
+VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void*) {
+  return agent::Attach<lifetimes::Tracker>(vm, options);
 }
 
 // After every agent's VMDeath: an output that could not be written fails the
 // run (common/output.h), so that scripts notice.
-// Loaded into a running VM (minivm-attach PID load lifetimes=OPTIONS): the
-// same start, which needs no VMInit; its trace and report cover the objects sampled from the attach on.
-VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void* reserved) {
-  return Agent_OnLoad(vm, options, reserved);
-}
-
 VMTI_EXPORT void Agent_OnUnload(vmtiVM*) { agent::ExitIfOutputFailed(); }

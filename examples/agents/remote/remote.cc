@@ -9,8 +9,8 @@
  *
  * Options (comma separated):
  *   socket=PATH      the collector's socket (required)
- *   interval=BYTES   mean sampling interval (e.g. 4096, 512k); default the
- *                    VM's, 512 KiB
+ *   interval=BYTES   mean sampling interval (e.g. 4096, 512k); default: the
+ *                    VM's
  *   depth=N          frames per stack (default 64, at most 1024)
  *   buffer=BYTES     ask for a ring buffer of this size (a power of two
  *                    from 4k to 256m); default the collector's
@@ -68,6 +68,8 @@
 #include <unordered_set>
 #include <utility>
 
+#include "../common/agent.h"
+#include "../common/errors.h"
 #include "../common/options.h"
 #include "../common/program.h"
 #include "../common/sites.h"
@@ -119,8 +121,109 @@ thread_local bool tl_thread_sent = false;
 
 Key& CacheSlot(const Key& k) { return tl_sent_cache[KeyHash()(k) & ((1u << kCacheBits) - 1)]; }
 
+// The handshake (protocol.h). Returns the connected socket and the mapped
+// ring, or -1 after printing one line.
+int Connect(const Config& c, int64_t interval, std::unique_ptr<collector::SharedRing>* ring,
+            uint32_t* connection) {
+  sockaddr_un addr;
+  std::string error;
+  collector::UnixAddress(c.socket, &addr, &error);
+  int sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (sock < 0 || !collector::SetSocketTimeouts(sock, kHandshakeSeconds) ||
+      connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    std::fprintf(stderr, "remote: cannot connect to the collector at %s: %s\n", c.socket.c_str(),
+                 std::strerror(errno));
+    if (sock >= 0) close(sock);
+    return -1;
+  }
+  collector::Hello hello;
+  std::memset(&hello, 0, sizeof hello);
+  hello.magic = collector::kMagic;
+  hello.version = collector::kVersion;
+  hello.pid = static_cast<uint32_t>(getpid());
+  hello.interval = interval;
+  hello.ring_bytes = static_cast<uint64_t>(c.buffer);
+  collector::Welcome w;
+  std::memset(&w, 0, sizeof w);
+  int fd = -1;
+  bool truncated = false;
+  ssize_t n = -1;
+  if (collector::SendMessage(sock, &hello, sizeof hello, -1, 0) == sizeof hello) {
+    n = collector::RecvMessage(sock, &w, sizeof w, 0, &fd, &truncated);
+  }
+  if (n != sizeof w || truncated || w.magic != collector::kMagic) {
+    std::fprintf(stderr, "remote: no valid answer from the collector at %s: %s\n", c.socket.c_str(),
+                 n < 0 ? std::strerror(errno) : "bad welcome message");
+  } else if (w.status != collector::kAccepted || fd < 0) {
+    w.reason[sizeof w.reason - 1] = '\0';
+    std::fprintf(stderr, "remote: the collector at %s refused the connection: %s\n",
+                 c.socket.c_str(), w.reason);
+  } else {
+    *ring = collector::SharedRing::Attach(fd, w.ring_bytes, &error);
+    fd = -1;  // Attach owns it
+    if (*ring != nullptr) {
+      *connection = w.connection;
+      return sock;
+    }
+    std::fprintf(stderr, "remote: bad shared memory from the collector at %s: %s\n",
+                 c.socket.c_str(), error.c_str());
+  }
+  if (fd >= 0) close(fd);
+  close(sock);
+  return -1;
+}
+
 class Remote {
  public:
+  static constexpr const char* kName = remote::kName;
+  using Config = remote::Config;
+
+  // The instance's side of agent::Start (common/agent.h).
+  static void DeclareOptions(Config* c, agent::OptionParser* p) {
+    p->Text("socket", &c->socket, "the collector's socket path", [](const std::string& v) {
+      std::string error;
+      sockaddr_un addr;
+      return collector::UnixAddress(v, &addr, &error) ? std::string() : error;
+    });
+    p->Bytes("interval", &c->interval, 0, INT32_MAX, "4096 or 512k");
+    p->Int("depth", &c->depth, 1, kMaxDepth, "a frame count");
+    p->Custom("buffer", "a power of two from 4k to 256m", [c](const std::string& v) {
+      return agent::ParseBytes(v, 0, INT64_MAX, &c->buffer) &&
+             collector::ValidRingBytes(static_cast<uint64_t>(c->buffer));
+    });
+    agent::DeclareThreadsOption(p, &c->threads);
+    p->Choice<bool>("gc", &c->gc, {{"1", true}, {"0", false}});
+    p->Require("socket", "socket=PATH (the collector's socket)");
+  }
+
+  // Connects to the collector (design point 1); null after one line on
+  // stderr.
+  static std::unique_ptr<Remote> Create(Config c, vmtiEnv* env) {
+    // One connection per process: a second -agentlib:remote would share
+    // this library's globals (dlopen returns the same handle), among them
+    // the per-thread caches of what was sent.
+    static std::atomic<bool> loaded{false};
+    if (loaded.exchange(true)) {
+      std::fprintf(stderr, "remote: loaded twice; one remote agent per VM\n");
+      return nullptr;
+    }
+    // The collector is told the interval in force: ours (Install sets it
+    // next), else the VM's.
+    vmtiInt interval = static_cast<vmtiInt>(c.interval);
+    if (c.interval < 0) {
+      agent::ErrorLog log(kName);
+      if (!log.Check(env, (*env)->GetHeapSamplingInterval(env, &interval),
+                     "GetHeapSamplingInterval")) {
+        return nullptr;
+      }
+    }
+    std::unique_ptr<collector::SharedRing> ring;
+    uint32_t connection = 0;
+    const int sock = Connect(c, interval, &ring, &connection);
+    if (sock < 0) return nullptr;
+    return std::make_unique<Remote>(std::move(c), sock, std::move(ring), connection);
+  }
+
   Remote(Config c, int sock, std::unique_ptr<collector::SharedRing> ring, uint32_t connection)
       : config_(std::move(c)),
         log_(kName),
@@ -131,38 +234,26 @@ class Remote {
     if (!config_.threads.empty()) threads_.Parse(config_.threads);  // validated already
   }
 
+  // Handlers: OnStart, OnThreadStart, OnSample, OnObjectFree,
+  // OnObjectPromote, OnVMDeath (common/agent.h).
+  void Configure(agent::Setup* setup) const {
+    setup->interval = config_.interval;
+    threads_.Configure(setup);
+  }
+
   agent::ErrorLog& log() { return log_; }
 
   // threads=: the event is enabled per thread, when each starts.
   void OnThreadStart(vmtiEnv* env, vmtiThread thread) {
     if (closed_.load(std::memory_order_acquire) || lost_.load(std::memory_order_acquire)) return;
-    if (!threads_.Select(env, thread, &log_)) return;
-    log_.Check(env,
-               (*env)->SetEventNotificationMode(env, VMTI_ENABLE, VMTI_EVENT_SAMPLED_OBJECT_ALLOC,
-                                                thread),
-               "SetEventNotificationMode(thread)");
+    threads_.EnableSamplingIfSelected(env, thread, &log_);
   }
 
-  void OnVMInit(vmtiEnv* env, vmtiThread main_thread) {
-    if (!config_.threads.empty()) OnThreadStart(env, main_thread);
-    StartMonitor();
-  }
-
-  // Agent_OnAttach: VMInit's work in a running VM; with threads=, every
-  // running thread is judged now.
-  void StartAttached(vmtiEnv* env) {
-    if (!config_.threads.empty()) {
-      vmtiInt n = 0;
-      vmtiThread* threads = nullptr;
-      if (log_.Check(env, (*env)->GetAllThreads(env, &n, &threads), "GetAllThreads")) {
-        for (vmtiInt i = 0; i < n; ++i) OnThreadStart(env, threads[i]);
-        (*env)->Deallocate(env, reinterpret_cast<unsigned char*>(threads));
-      }
-    }
-    StartMonitor();
-  }
-
-  void StartMonitor() {
+  // At VMInit (common/agent.h).
+  // main_thread is null when attached (agent::Attach has passed every
+  // running thread to OnThreadStart already).
+  void OnStart(vmtiEnv* env, vmtiThread main_thread) {
+    if (!config_.threads.empty() && main_thread != nullptr) OnThreadStart(env, main_thread);
     stop_fd_ = eventfd(0, EFD_CLOEXEC);
     if (stop_fd_ < 0) {
       std::fprintf(stderr, "remote: eventfd: %s; not watching for the collector's death\n",
@@ -229,13 +320,8 @@ class Remote {
     samples_.fetch_add(1, std::memory_order_relaxed);
   }
 
-  void OnTagEvent(vmtiEnv* env, vmtiLong tag, bool promote) {
-    if (Stopped(env)) return;
-    collector::TagRecord rec{static_cast<uint64_t>(tag)};
-    bool wake = false;
-    writer_.Write(promote ? collector::kPromote : collector::kFree, &rec, sizeof rec, &wake);
-    if (wake) Wake();
-  }
+  void OnObjectFree(vmtiEnv* env, vmtiLong tag) { OnTagEvent(env, tag, false); }
+  void OnObjectPromote(vmtiEnv* env, vmtiLong tag) { OnTagEvent(env, tag, true); }
 
   void OnVMDeath(vmtiEnv* env) {
     // The collection's ObjectFree events arrive (and are written) before
@@ -273,6 +359,14 @@ class Remote {
   }
 
  private:
+  void OnTagEvent(vmtiEnv* env, vmtiLong tag, bool promote) {
+    if (Stopped(env)) return;
+    collector::TagRecord rec{static_cast<uint64_t>(tag)};
+    bool wake = false;
+    writer_.Write(promote ? collector::kPromote : collector::kFree, &rec, sizeof rec, &wake);
+    if (wake) Wake();
+  }
+
   // True if the agent must not send: the VM is dying, or the collector is
   // gone (then the events are switched off, from this VM thread).
   bool Stopped(vmtiEnv* env) {
@@ -445,217 +539,15 @@ class Remote {
   std::unordered_set<Key, KeyHash> sent_;  // guarded by sent_mu_
 };
 
-Remote* g_remote = nullptr;
-
-template <typename F>
-void Guard(const char* what, F&& f) {
-  agent::Guard(kName, what, std::forward<F>(f));
-}
-void JNI_VMInit(vmtiEnv* env, vmtiThread t) {
-  Guard("VMInit", [&] { g_remote->OnVMInit(env, t); });
-}
-void JNI_ThreadStart(vmtiEnv* env, vmtiThread t) {
-  Guard("ThreadStart", [&] { g_remote->OnThreadStart(env, t); });
-}
-void JNI_VMDeath(vmtiEnv* env) {
-  Guard("VMDeath", [&] { g_remote->OnVMDeath(env); });
-}
-void JNI_Sample(vmtiEnv* env, vmtiThread t, vmtiObject o, vmtiClass k, vmtiLong s) {
-  Guard("SampledObjectAlloc", [&] { g_remote->OnSample(env, t, o, k, s); });
-}
-void JNI_ObjectFree(vmtiEnv* env, vmtiLong tag) {
-  Guard("ObjectFree", [&] { g_remote->OnTagEvent(env, tag, false); });
-}
-void JNI_ObjectPromote(vmtiEnv* env, vmtiLong tag) {
-  Guard("ObjectPromote", [&] { g_remote->OnTagEvent(env, tag, true); });
-}
-
-int ParseConfig(const char* options, Config* c) {
-  agent::OptionList list;
-  std::string bad;
-  if (!agent::SplitOptions(options, &list, &bad)) {
-    return agent::BadOption(kName, bad, "", "empty or repeated option");
-  }
-  for (const auto& [k, v] : list) {
-    if (k == "socket") {
-      std::string error;
-      sockaddr_un addr;
-      if (!collector::UnixAddress(v, &addr, &error))
-        return agent::BadOption(kName, k, v, error.c_str());
-      c->socket = v;
-    } else if (k == "interval") {
-      if (!agent::ParseBytes(v, 0, 0x7fffffff, &c->interval)) {
-        return agent::BadOption(kName, k, v, "want bytes, e.g. 4096 or 512k");
-      }
-    } else if (k == "depth") {
-      if (!agent::ParseInt(v, 1, kMaxDepth, &c->depth)) {
-        return agent::BadOption(kName, k, v, "want a frame count from 1 to 1024");
-      }
-    } else if (k == "buffer") {
-      if (!agent::ParseBytes(v, 0, INT64_MAX, &c->buffer) ||
-          !collector::ValidRingBytes(static_cast<uint64_t>(c->buffer))) {
-        return agent::BadOption(kName, k, v, "want a power of two from 4k to 256m");
-      }
-    } else if (k == "threads") {
-      if (int bad = agent::CheckThreadsOption(kName, v)) return bad;
-      c->threads = v;
-    } else if (k == "gc") {
-      if (v != "0" && v != "1") return agent::BadOption(kName, k, v, "want 1 or 0");
-      c->gc = v == "1";
-    } else {
-      return agent::BadOption(kName, k, v,
-                              "unknown option (known: socket, interval, depth, buffer, threads, "
-                              "gc)");
-    }
-  }
-  if (c->socket.empty()) {
-    std::fprintf(stderr, "remote: missing option socket=PATH (the collector's socket)\n");
-    return 1;
-  }
-  return 0;
-}
-
-// The handshake (protocol.h). Returns the connected socket and the mapped
-// ring, or -1 after printing one line.
-int Connect(const Config& c, int64_t interval, std::unique_ptr<collector::SharedRing>* ring,
-            uint32_t* connection) {
-  sockaddr_un addr;
-  std::string error;
-  collector::UnixAddress(c.socket, &addr, &error);
-  int sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (sock < 0 || !collector::SetSocketTimeouts(sock, kHandshakeSeconds) ||
-      connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    std::fprintf(stderr, "remote: cannot connect to the collector at %s: %s\n", c.socket.c_str(),
-                 std::strerror(errno));
-    if (sock >= 0) close(sock);
-    return -1;
-  }
-  collector::Hello hello;
-  std::memset(&hello, 0, sizeof hello);
-  hello.magic = collector::kMagic;
-  hello.version = collector::kVersion;
-  hello.pid = static_cast<uint32_t>(getpid());
-  hello.interval = interval;
-  hello.ring_bytes = static_cast<uint64_t>(c.buffer);
-  collector::Welcome w;
-  std::memset(&w, 0, sizeof w);
-  int fd = -1;
-  bool truncated = false;
-  ssize_t n = -1;
-  if (collector::SendMessage(sock, &hello, sizeof hello, -1, 0) == sizeof hello) {
-    n = collector::RecvMessage(sock, &w, sizeof w, 0, &fd, &truncated);
-  }
-  if (n != sizeof w || truncated || w.magic != collector::kMagic) {
-    std::fprintf(stderr, "remote: no valid answer from the collector at %s: %s\n", c.socket.c_str(),
-                 n < 0 ? std::strerror(errno) : "bad welcome message");
-  } else if (w.status != collector::kAccepted || fd < 0) {
-    w.reason[sizeof w.reason - 1] = '\0';
-    std::fprintf(stderr, "remote: the collector at %s refused the connection: %s\n",
-                 c.socket.c_str(), w.reason);
-  } else {
-    *ring = collector::SharedRing::Attach(fd, w.ring_bytes, &error);
-    fd = -1;  // Attach owns it
-    if (*ring != nullptr) {
-      *connection = w.connection;
-      return sock;
-    }
-    std::fprintf(stderr, "remote: bad shared memory from the collector at %s: %s\n",
-                 c.socket.c_str(), error.c_str());
-  }
-  if (fd >= 0) close(fd);
-  close(sock);
-  return -1;
-}
-
 }  // namespace
 }  // namespace remote
 
-namespace remote {
-namespace {
-
-// Agent_OnLoad's work, and Agent_OnAttach's (`live`: the VM runs already).
-vmtiInt Start(vmtiVM* vm, char* options, bool live) {
-  // One connection per process: a second -agentlib:remote would share this
-  // library's globals (dlopen returns the same handle).
-  static std::atomic<bool> loaded{false};
-  if (loaded.exchange(true)) {
-    std::fprintf(stderr, "remote: loaded twice; one remote agent per VM\n");
-    return 1;
-  }
-  Config config;
-  if (ParseConfig(options, &config) != 0) return 1;
-  vmtiEnv* env = nullptr;
-  if ((*vm)->GetEnv(vm, reinterpret_cast<void**>(&env), VMTI_VERSION_1) != VMTI_ERROR_NONE) {
-    std::fprintf(stderr, "remote: GetEnv failed\n");
-    return 1;
-  }
-  agent::ErrorLog log(kName);
-  vmtiCapabilities caps;
-  std::memset(&caps, 0, sizeof caps);
-  caps.can_generate_sampled_alloc_events = 1;
-  caps.can_tag_objects = 1;
-  caps.can_generate_object_free_events = 1;
-  caps.can_generate_object_promote_events = 1;
-  if (!log.Check(env, (*env)->AddCapabilities(env, &caps), "AddCapabilities")) return 1;
-  if (config.interval >= 0 &&
-      !log.Check(env, (*env)->SetHeapSamplingInterval(env, static_cast<vmtiInt>(config.interval)),
-                 "SetHeapSamplingInterval")) {
-    return 1;
-  }
-  vmtiInt interval = 0;
-  if (!log.Check(env, (*env)->GetHeapSamplingInterval(env, &interval), "GetHeapSamplingInterval")) {
-    return 1;
-  }
-  std::unique_ptr<collector::SharedRing> ring;
-  uint32_t connection = 0;
-  int sock = Connect(config, interval, &ring, &connection);
-  if (sock < 0) return 1;
-  auto r = std::make_unique<Remote>(config, sock, std::move(ring), connection);
-  // Reachable before any event can come: in a live VM they come at once.
-  // Lives until the process ends: no event is sent after VMDeath, but the
-  // library may stay mapped.
-  g_remote = r.release();
-  Remote* const remote = g_remote;
-
-  vmtiEventCallbacks cb;
-  std::memset(&cb, 0, sizeof cb);
-  cb.VMInit = &JNI_VMInit;
-  cb.VMDeath = &JNI_VMDeath;
-  cb.ThreadStart = &JNI_ThreadStart;
-  cb.SampledObjectAlloc = &JNI_Sample;
-  cb.ObjectFree = &JNI_ObjectFree;
-  cb.ObjectPromote = &JNI_ObjectPromote;
-  if (!remote->log().Check(env,
-                           (*env)->SetEventCallbacks(env, &cb, static_cast<vmtiInt>(sizeof cb)),
-                           "SetEventCallbacks")) {
-    return 1;
-  }
-  // With threads=, SampledObjectAlloc is enabled per thread from VMInit and
-  // ThreadStart instead of globally.
-  const vmtiEvent per_thread =
-      config.threads.empty() ? VMTI_EVENT_SAMPLED_OBJECT_ALLOC : VMTI_EVENT_THREAD_START;
-  for (vmtiEvent e : {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH, VMTI_EVENT_OBJECT_FREE,
-                      VMTI_EVENT_OBJECT_PROMOTE, per_thread}) {
-    if (!remote->log().Check(env, (*env)->SetEventNotificationMode(env, VMTI_ENABLE, e, nullptr),
-                             "SetEventNotificationMode")) {
-      return 1;
-    }
-  }
-  if (live) remote->StartAttached(env);
-  return 0;
-}
-
-}  // namespace
-}  // namespace remote
-
-VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
-  (void)reserved;
-  return remote::Start(vm, options, false);
+VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void*) {
+  return agent::Start<remote::Remote>(vm, options);
 }
 
 // minivm-attach PID load remote=OPTIONS, and minivm-collector --attach PID:
 // connects to the collector from the running VM, as at start-up.
-VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void* reserved) {
-  (void)reserved;
-  return remote::Start(vm, options, true);
+VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void*) {
+  return agent::Attach<remote::Remote>(vm, options);
 }
