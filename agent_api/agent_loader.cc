@@ -93,7 +93,7 @@ absl::StatusOr<AgentSpec> ParseAgentOption(std::string_view option,
                                           absl::StrJoin(agent_dirs, ", ")));
 }
 
-absl::StatusOr<AgentLibrary> AgentLibrary::Open(const AgentSpec& spec) {
+absl::StatusOr<AgentLibrary> AgentLibrary::Open(const AgentSpec& spec, Entry entry) {
   // A relative path without a slash would make dlopen search the library
   // path; the user means a file relative to the current directory.
   std::string path = spec.path;
@@ -104,14 +104,17 @@ absl::StatusOr<AgentLibrary> AgentLibrary::Open(const AgentSpec& spec) {
     return absl::NotFoundError(
         absl::StrCat("cannot load agent '", spec.path, "': ", why ? why : "unknown error"));
   }
-  auto on_load = reinterpret_cast<OnLoadFn>(dlsym(handle, "Agent_OnLoad"));
+  const char* const entry_name = entry == Entry::kOnLoad ? "Agent_OnLoad" : "Agent_OnAttach";
+  auto on_load = reinterpret_cast<OnLoadFn>(dlsym(handle, entry_name));
   if (on_load == nullptr) {
+    // Drops only this dlopen's reference: a library loaded before (by the
+    // command line or an earlier attach) stays.
     dlclose(handle);
     return absl::NotFoundError(
-        absl::StrCat("agent '", spec.path, "' does not export Agent_OnLoad"));
+        absl::StrCat("agent '", spec.path, "' does not export ", entry_name));
   }
   auto on_unload = reinterpret_cast<OnUnloadFn>(dlsym(handle, "Agent_OnUnload"));
-  return AgentLibrary(spec, handle, on_load, on_unload);
+  return AgentLibrary(spec, handle, on_load, on_unload, entry);
 }
 
 AgentLibrary::AgentLibrary(AgentLibrary&& other) noexcept
@@ -119,6 +122,7 @@ AgentLibrary::AgentLibrary(AgentLibrary&& other) noexcept
       handle_(std::exchange(other.handle_, nullptr)),
       on_load_(std::exchange(other.on_load_, nullptr)),
       on_unload_(std::exchange(other.on_unload_, nullptr)),
+      entry_(other.entry_),
       options_buffer_(std::move(other.options_buffer_)) {}
 
 AgentLibrary& AgentLibrary::operator=(AgentLibrary&& other) noexcept {
@@ -126,6 +130,7 @@ AgentLibrary& AgentLibrary::operator=(AgentLibrary&& other) noexcept {
   handle_ = std::exchange(other.handle_, nullptr);
   on_load_ = std::exchange(other.on_load_, nullptr);
   on_unload_ = std::exchange(other.on_unload_, nullptr);
+  entry_ = other.entry_;
   options_buffer_ = std::move(other.options_buffer_);
   return *this;
 }
@@ -142,6 +147,12 @@ absl::Status AgentLibrary::Load(vmtiVM* vm) {
         absl::StrCat("agent '", spec_.path, "' failed to start: Agent_OnLoad returned ", rc));
   }
   return absl::OkStatus();
+}
+
+vmtiInt AgentLibrary::Attach(vmtiVM* vm) {
+  options_buffer_ = spec_.options;
+  char* options = spec_.has_options ? options_buffer_.data() : nullptr;
+  return on_load_(vm, options, nullptr);
 }
 
 void AgentLibrary::Unload(vmtiVM* vm) {

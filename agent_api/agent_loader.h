@@ -40,10 +40,13 @@ class AgentLibrary {
  public:
   using OnLoadFn = vmtiInt (*)(vmtiVM*, char*, void*);
   using OnUnloadFn = void (*)(vmtiVM*);
+  // Which entry point starts the agent: Agent_OnLoad (command line, phase
+  // ONLOAD) or Agent_OnAttach (a running VM, phase LIVE). Same signature.
+  enum class Entry { kOnLoad, kOnAttach };
 
-  // dlopen + dlsym("Agent_OnLoad"); "Agent_OnUnload" is optional.
+  // dlopen + dlsym of the entry point; "Agent_OnUnload" is optional.
   // Errors are one line naming the path.
-  static absl::StatusOr<AgentLibrary> Open(const AgentSpec& spec);
+  static absl::StatusOr<AgentLibrary> Open(const AgentSpec& spec, Entry entry = Entry::kOnLoad);
 
   AgentLibrary(AgentLibrary&& other) noexcept;
   AgentLibrary& operator=(AgentLibrary&& other) noexcept;
@@ -54,18 +57,27 @@ class AgentLibrary {
   // Calls Agent_OnLoad with a private, writable copy of the options.
   // A non-zero return is an error naming the agent.
   absl::Status Load(vmtiVM* vm);
+  // Calls Agent_OnAttach likewise (a library opened with Entry::kOnAttach)
+  // and returns what it returned.
+  vmtiInt Attach(vmtiVM* vm);
   void Unload(vmtiVM* vm);
 
   const AgentSpec& spec() const { return spec_; }
+  bool attached() const { return entry_ == Entry::kOnAttach; }
 
  private:
-  AgentLibrary(AgentSpec spec, void* handle, OnLoadFn on_load, OnUnloadFn on_unload)
-      : spec_(std::move(spec)), handle_(handle), on_load_(on_load), on_unload_(on_unload) {}
+  AgentLibrary(AgentSpec spec, void* handle, OnLoadFn on_load, OnUnloadFn on_unload, Entry entry)
+      : spec_(std::move(spec)),
+        handle_(handle),
+        on_load_(on_load),
+        on_unload_(on_unload),
+        entry_(entry) {}
 
   AgentSpec spec_;
   void* handle_ = nullptr;
   OnLoadFn on_load_ = nullptr;
   OnUnloadFn on_unload_ = nullptr;
+  Entry entry_ = Entry::kOnLoad;  // on_load_ is Agent_OnAttach for kOnAttach
   std::string options_buffer_;
 };
 

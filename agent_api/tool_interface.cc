@@ -133,15 +133,98 @@ absl::Status ToolInterface::LoadAgents(const std::vector<std::string>& agent_opt
     }
   }
   if (!not_found.ok()) return not_found;
+  gc::MutexLock lock(&libraries_mu_);
   for (const AgentSpec& spec : specs) {
     absl::StatusOr<AgentLibrary> lib = AgentLibrary::Open(spec);
     if (!lib.ok()) return lib.status();
     libraries_.push_back(*std::move(lib));
-    absl::Status loaded =
-        libraries_.back().Load(reinterpret_cast<vmtiVM*>(&vm_handle_));
+    const size_t first_env = EnvironmentCount();
+    absl::Status loaded = libraries_.back().Load(reinterpret_cast<vmtiVM*>(&vm_handle_));
     if (!loaded.ok()) return loaded;
+    loaded_.push_back({libraries_.size() - 1, first_env, EnvironmentCount()});
   }
   return absl::OkStatus();
+}
+
+bool ToolInterface::AttachLive(VM* vm) {
+  vm_ = vm;
+  phase_.store(VMTI_PHASE_LIVE, std::memory_order_release);
+  if (!vm->AttachToolHooks(this)) return false;
+  gc::Heap* heap = vm->heap();
+  heap->SetSampleObserver(this);
+  heap->SetGcObserver(this);
+  heap->SetWeakObserver(this);
+  return true;
+}
+
+absl::StatusOr<vmtiInt> ToolInterface::AttachAgent(const AgentSpec& spec) {
+  if (phase() != VMTI_PHASE_LIVE || dying_.load(std::memory_order_acquire)) {
+    return absl::FailedPreconditionError("the VM is ending");
+  }
+  // Held across Agent_OnAttach: VM death (UnloadAgents) waits for it rather
+  // than unloading a half-started agent.
+  gc::MutexLock lock(&libraries_mu_);
+  absl::StatusOr<AgentLibrary> lib = AgentLibrary::Open(spec, AgentLibrary::Entry::kOnAttach);
+  if (!lib.ok()) return lib.status();
+  libraries_.push_back(*std::move(lib));
+  const size_t first_env = EnvironmentCount();
+  const vmtiInt rc = libraries_.back().Attach(reinterpret_cast<vmtiVM*>(&vm_handle_));
+  // A failed attach is not a loaded agent (its library stays mapped: its
+  // code may have started threads before failing).
+  if (rc == 0) loaded_.push_back({libraries_.size() - 1, first_env, EnvironmentCount()});
+  return rc;
+}
+
+std::string ToolInterface::DescribeAgents() {
+  gc::MutexLock lock(&libraries_mu_);
+  if (loaded_.empty()) return "no agents loaded\n";
+  std::string out;
+  for (const LoadedAgent& a : loaded_) {
+    const AgentLibrary& lib = libraries_[a.library];
+    absl::StrAppend(&out, lib.spec().path, lib.attached() ? " (attached)" : " (command line)");
+    if (lib.spec().has_options) absl::StrAppend(&out, " options '", lib.spec().options, "'");
+    absl::StrAppend(&out, " environments");
+    if (a.first_env == a.end_env) absl::StrAppend(&out, " none");
+    for (size_t i = a.first_env; i < a.end_env; ++i) absl::StrAppend(&out, " ", i);
+    out += '\n';
+  }
+  return out;
+}
+
+std::string ToolInterface::DescribeSampling() {
+  std::string out;
+  if (phase() != VMTI_PHASE_LIVE) return "sampling: off (no agent is live)\n";
+  // Which agent made each environment, where known.
+  std::vector<std::string> owner(EnvironmentCount());
+  {
+    gc::MutexLock lock(&libraries_mu_);
+    for (const LoadedAgent& a : loaded_) {
+      for (size_t i = a.first_env; i < a.end_env && i < owner.size(); ++i) {
+        owner[i] = libraries_[a.library].spec().path;
+      }
+    }
+  }
+  std::string sampling;
+  for (size_t i = 0; i < owner.size(); ++i) {
+    Environment* env = EnvironmentAt(i);
+    if (env->disposed.load()) continue;
+    if (!HasCapabilityFor(env->Capabilities(), VMTI_EVENT_SAMPLED_OBJECT_ALLOC)) continue;
+    bool per_thread = false;
+    {
+      gc::MutexLock lock(&env->mu);
+      for (const auto& [thread, bits] : env->thread_events) {
+        per_thread = per_thread || (bits & EventBit(VMTI_EVENT_SAMPLED_OBJECT_ALLOC)) != 0;
+      }
+    }
+    const bool global =
+        (env->global_events.load() & EventBit(VMTI_EVENT_SAMPLED_OBJECT_ALLOC)) != 0;
+    if (!global && !per_thread) continue;
+    absl::StrAppend(&sampling, "  environment ", i, owner[i].empty() ? "" : " (", owner[i],
+                    owner[i].empty() ? "" : ")", global ? ": every thread\n" : ": some threads\n");
+  }
+  absl::StrAppend(&out, "sampling: interval ", interval(), " bytes; ",
+                  sampling.empty() ? "no environment samples\n" : "sampled by:\n", sampling);
+  return out;
 }
 
 void ToolInterface::AttachVm(VM* vm) {
@@ -154,6 +237,7 @@ void ToolInterface::AttachVm(VM* vm) {
 }
 
 void ToolInterface::UnloadAgents() {
+  gc::MutexLock lock(&libraries_mu_);
   for (AgentLibrary& lib : libraries_) lib.Unload(reinterpret_cast<vmtiVM*>(&vm_handle_));
 }
 
@@ -334,6 +418,9 @@ void ToolInterface::OnThreadStart(VMThread* thread) {
 }
 
 void ToolInterface::OnThreadEnd(VMThread* thread) {
+  // Set here too: a thread that started before an agent attached never saw
+  // OnThreadStart.
+  CurrentAgentThreadState().thread = thread;
   if (phase() == VMTI_PHASE_LIVE && !EventsStoppedHere()) {
     for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
       Environment* env = EnvironmentAt(i);

@@ -54,6 +54,12 @@
 //    the VM visits them with its global roots (VisitToolRoots), so they are
 //    updated when objects move. Tokens come from the same never-reused
 //    counter as callback handles.
+// 9. Attach. An agent may be loaded into the running VM
+//    (vm/runtime/attach_listener.h). If no agent was loaded at start-up, the
+//    ToolInterface is made then and AttachLive registers it in phase LIVE
+//    (no VMInit is posted); threads already running get ThreadEnd but no
+//    ThreadStart. Agent_OnAttach runs on the attach listener's thread, a
+//    native thread (GetCurrentThread gives INVALID_THREAD there).
 #ifndef MINIVM_AGENT_API_TOOL_INTERFACE_H_
 #define MINIVM_AGENT_API_TOOL_INTERFACE_H_
 
@@ -171,6 +177,18 @@ class ToolInterface final : public ToolHooks,
   absl::Status LoadAgents(const std::vector<std::string>& agent_options);
   // Registers with the VM and its heap. Call once, after VM::Create.
   void AttachVm(VM* vm);
+  // For a ToolInterface made while the VM runs (attach, design point 8):
+  // registers with the running VM directly in the LIVE phase. False (and
+  // nothing registered with the VM) before the VM started or once it ends.
+  bool AttachLive(VM* vm);
+  // Loads one agent into the running VM and calls its Agent_OnAttach
+  // (phase LIVE). Returns its return code; a library that cannot be opened,
+  // or has no Agent_OnAttach, is an error status naming it.
+  absl::StatusOr<vmtiInt> AttachAgent(const AgentSpec& spec);
+  // For `minivm-attach agents` and `heap`: one line per loaded agent, and
+  // the sampling lines (docs/attach.md).
+  std::string DescribeAgents();
+  std::string DescribeSampling();
   // Agent_OnUnload for each agent, after VM death.
   void UnloadAgents();
 
@@ -243,7 +261,16 @@ class ToolInterface final : public ToolHooks,
     ToolInterface* self;
   } vm_handle_;
 
-  std::vector<AgentLibrary> libraries_;
+  // Loaded agents with the environments each made while it started
+  // (Agent_OnLoad or Agent_OnAttach), for DescribeAgents/DescribeSampling.
+  // Appended by the startup and by the attach listener's thread; read there.
+  struct LoadedAgent {
+    size_t library;  // index in libraries_
+    size_t first_env, end_env;
+  };
+  gc::Mutex libraries_mu_;
+  std::vector<LoadedAgent> loaded_ ABSL_GUARDED_BY(libraries_mu_);
+  std::vector<AgentLibrary> libraries_ ABSL_GUARDED_BY(libraries_mu_);
   VM* vm_ = nullptr;
   std::atomic<vmtiPhase> phase_{VMTI_PHASE_ONLOAD};
   std::atomic<bool> dying_{false};

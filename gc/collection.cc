@@ -231,6 +231,18 @@ bool GenerationalHeap::SafepointOwnedByCallingThread() const {
   return safepoints_.OwnedByCallingThread();
 }
 
+std::vector<SpaceUsage> GenerationalHeap::SpaceUsages(Mutator* requester) {
+  std::vector<SpaceUsage> spaces;
+  while (!safepoints_.Begin(requester)) {
+    if (safepoints_.stopped_for_good()) return spaces;
+  }
+  spaces.push_back({"eden", young_->eden_used(), young_->eden_capacity()});
+  spaces.push_back({"survivor", young_->from().used(), young_->from().capacity()});
+  spaces.push_back({"old", old_->used_bytes(), old_->capacity()});
+  safepoints_.End(requester);
+  return spaces;
+}
+
 void GenerationalHeap::VerifyNow(Mutator* requester) {
   while (!safepoints_.Begin(requester)) {
     if (safepoints_.stopped_for_good()) return;

@@ -53,6 +53,7 @@ class GenerationalHeap final : public Heap {
     return reinterpret_cast<uintptr_t>(p) - base_ < size_;
   }
   HeapStats Stats() const override;
+  std::vector<SpaceUsage> SpaceUsages(Mutator* requester) override;
   void RunAtSafepoint(Mutator* requester, absl::FunctionRef<void(Mutator*)> fn) override;
   bool StopWorld() override;
   void ResumeWorld() override;

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/base/optimization.h"
 #include "absl/functional/function_ref.h"
@@ -85,6 +86,13 @@ struct HeapStats {
   uint32_t tenuring_threshold = 0;
 };
 
+// One space's occupancy, for `minivm-attach PID heap` (docs/attach.md).
+struct SpaceUsage {
+  const char* name;  // "eden", "survivor", "old" (old includes large objects)
+  uint64_t used_bytes;
+  uint64_t capacity_bytes;
+};
+
 class Heap {
  public:
   virtual ~Heap() = default;
@@ -126,6 +134,10 @@ class Heap {
   virtual bool Contains(const void* p) const = 0;
 
   virtual HeapStats Stats() const = 0;
+  // Every space's occupancy, read at a safepoint (TLABs count as used up to
+  // their end). Empty when the world is stopped for good (VM death).
+  // `requester` as for RunAtSafepoint.
+  virtual std::vector<SpaceUsage> SpaceUsages(Mutator* requester) = 0;
 
   // Stops the world and calls fn(m) for every attached mutator (the requester
   // included) on the requester's thread, then restarts it. ReconfigureSampling

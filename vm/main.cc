@@ -2,8 +2,8 @@
 //
 // Exit codes (docs/language.md): 0 main returned, 1 runtime error (also:
 // lost output, no address space for the heap or main's stacks, an agent
-// that failed), 2 compile error or bad command line, n exit(n), 130/143
-// SIGINT/SIGTERM. Once the VM runs, the process ends through
+// that failed), 2 compile error or bad command line, n exit(n), 130/143/131
+// SIGINT/SIGTERM/SIGQUIT (a SIGQUIT that is not an attach request). Once the VM runs, the process ends through
 // VM::ExitProcess or VM::Shutdown (flush, _exit) so that threads still
 // running are simply stopped, as in Go, and no static destructor runs under
 // them.
@@ -15,10 +15,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "agent_api/attach_host.h"
 #include "agent_api/tool_interface.h"
 #include "vm/bytecode/disassembler.h"
 #include "vm/compiler/compiler.h"
 #include "vm/jit/jit.h"
+#include "vm/runtime/attach_listener.h"
 #include "vm/runtime/options.h"
 #include "vm/runtime/signal_dispatcher.h"
 #include "vm/runtime/standard_streams.h"
@@ -133,6 +135,9 @@ int main(int argc, char** argv) {
     (*vm)->InstallJit(*std::move(jit), options->jit_threshold);
   }
   // From here on the VM is never destroyed: the process ends with _exit.
+  // Attach (docs/attach.md) costs nothing until a client asks: this only
+  // records where requests go. The host lives as long as the process.
+  minivm::ConfigureAttach(vm->get(), new minivm::agent::AttachHost(vm->get(), tools.get()));
   minivm::SetSignalTarget(vm->get());
   const int code = (*vm)->Run();
   (*vm)->ExitProcess(code);

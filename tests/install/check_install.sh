@@ -13,6 +13,8 @@ trap 'rm -rf "$work"' EXIT
 
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
 test -f "$work/prefix/include/vmti/vmti.h"
+# minivm-attach (docs/attach.md) is installed beside minivm.
+test -x "$work/prefix/bin/minivm-attach"
 
 cmake -S "$src/examples/agents/minimal" -B "$work/agent" \
   -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -195,7 +195,8 @@ Options come before the program; everything after it is the program's.
   --version                  the VM's version
 
 Exit codes: 0 main returned, 1 runtime error, 2 compile error or bad command
-line, n exit(n), 130 SIGINT (Ctrl-C), 143 SIGTERM. A signal ends the program
+line, n exit(n), 130 SIGINT (Ctrl-C), 143 SIGTERM, 131 SIGQUIT (when not an
+attach request from minivm-attach). A signal ends the program
 in order: agents write their outputs and stdout is flushed; a second signal
 ends it at once.
 )";

@@ -8,6 +8,7 @@
 #include <system_error>
 #include <thread>
 
+#include "vm/runtime/attach_listener.h"
 #include "vm/runtime/vm.h"
 
 namespace minivm {
@@ -15,17 +16,22 @@ namespace {
 
 // The VM the first signal shuts down; null until SetSignalTarget.
 std::atomic<VM*> g_target{nullptr};
+// SIGQUIT was ignored when minivm started (`prog &` in a script): it is
+// taken anyway, for attach requests, but otherwise stays ignored.
+bool g_quit_ignored = false;
 
 [[noreturn]] void ExitNow(int sig) { _exit(128 + sig); }
 
 void DispatcherLoop(sigset_t handled) {
-  // Started with every signal blocked: only SIGINT and SIGTERM come here,
-  // through sigwait; the rest (an agent's SIGUSR2) go to the VM threads, as
-  // without the dispatcher.
+  // Started with every signal blocked: only SIGINT, SIGTERM and SIGQUIT
+  // come here, through sigwait; the rest (an agent's SIGUSR2) go to the VM
+  // threads, as without the dispatcher.
   bool first = true;
   for (;;) {
     int sig = 0;
     if (sigwait(&handled, &sig) != 0) continue;
+    // An attach request (design point 6) is not an end.
+    if (sig == SIGQUIT && (HandleAttachSignal() || g_quit_ignored)) continue;
     if (!first) ExitNow(sig);  // design point 3
     first = false;
     VM* vm = g_target.load(std::memory_order_acquire);
@@ -46,12 +52,18 @@ void DispatcherLoop(sigset_t handled) {
 void StartSignalDispatcher() {
   sigset_t handled;
   sigemptyset(&handled);
-  for (int sig : {SIGINT, SIGTERM}) {
+  for (int sig : {SIGINT, SIGTERM, SIGQUIT}) {
     struct sigaction current;
-    if (sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
+    if (sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) {
+      if (sig != SIGQUIT) continue;
+      g_quit_ignored = true;  // design point 6
+    }
     sigaddset(&handled, sig);
   }
-  if (sigismember(&handled, SIGINT) != 1 && sigismember(&handled, SIGTERM) != 1) return;
+  if (sigismember(&handled, SIGINT) != 1 && sigismember(&handled, SIGTERM) != 1 &&
+      sigismember(&handled, SIGQUIT) != 1) {
+    return;
+  }
   sigset_t old;
   pthread_sigmask(SIG_BLOCK, nullptr, &old);
   sigset_t all;
@@ -65,7 +77,7 @@ void StartSignalDispatcher() {
   }
   sigset_t mask = old;
   if (started) {
-    for (int sig : {SIGINT, SIGTERM}) {
+    for (int sig : {SIGINT, SIGTERM, SIGQUIT}) {
       if (sigismember(&handled, sig) == 1) sigaddset(&mask, sig);
     }
   }

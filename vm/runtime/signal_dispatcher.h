@@ -1,6 +1,6 @@
-// SIGINT and SIGTERM end the VM in order: every thread stops at a
+// SIGINT, SIGTERM and SIGQUIT end the VM in order: every thread stops at a
 // safepoint, agents get VMDeath (so profiles are written), stdout is flushed,
-// and the process exits with 128 + the signal (130, 143), as a shell
+// and the process exits with 128 + the signal (130, 143, 131), as a shell
 // expects. A second signal ends the process at once.
 //
 // Design
@@ -26,6 +26,13 @@
 //    when ignored, so it is left out of the set (HotSpot does the same).
 // 5. The cost is one thread asleep in sigwait: nothing on the allocation
 //    path or in the interpreter loop, with or without agents.
+// 6. SIGQUIT is taken too. With the attach trigger file present it is a
+//    request to start the attach listener (vm/runtime/attach_listener.h)
+//    and nothing else; without it, it ends the VM like SIGINT (exit 131:
+//    in order, with VMDeath and the program's output, where the default
+//    action would dump core and lose both). Ctrl-\ thus still quits. A
+//    SIGQUIT ignored at start is taken all the same, for attach requests,
+//    and otherwise stays ignored (a script's `prog &` can be attached to).
 // Rejected: a handler that sets a flag the VM threads poll (a thread blocked
 // in join or in a write never polls, and a handler can neither flush stdio
 // nor call agents); a handler posting a semaphore to the dispatcher, as

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "vm/runtime/attach_listener.h"
 #include "vm/runtime/builtin_classes.h"
 #include "vm/runtime/errors.h"
 #include "vm/runtime/interpreter.h"
@@ -112,13 +113,15 @@ int VM::Run() {
     code = 1;
   } else {
     // Agents go LIVE here: string constants are not sampled, the program is.
-    if (hooks_ != nullptr) {
-      hooks_->OnVMInit(t);
+    if (ToolHooks* hooks = hooks_.load(std::memory_order_acquire); hooks != nullptr) {
+      hooks->OnVMInit(t);
       // Only now: main may be stopped for good inside VMInit (at a safepoint
       // a VMTI call waits for), and VMDeath must not run beside a VMInit
       // callback frozen half-way.
       vm_init_done_.store(true);
     }
+    // From here on an agent may attach (AttachToolHooks): it skips VMInit.
+    started_.store(true, std::memory_order_release);
     Outcome o = RunFunction(t, functions_[program_->init_function], &ignored);
     if (o == Outcome::kReturn) {
       o = RunFunction(t, functions_[program_->main_function], &ignored);
@@ -147,8 +150,9 @@ void VM::Die(VMThread* t) {
   // signal before VMInit completed, or heap exhaustion making the string
   // constants. With exit_process the caller has stopped every thread, main
   // included, so the flag cannot change any more.
-  if (hooks_ == nullptr || !vm_init_done_.load() || died_.exchange(true)) return;
-  hooks_->OnVMDeath(t);
+  ToolHooks* hooks = hooks_.load(std::memory_order_acquire);
+  if (hooks == nullptr || !vm_init_done_.load() || died_.exchange(true)) return;
+  hooks->OnVMDeath(t);
 }
 
 void VM::StopForever(VMThread* t) {
@@ -157,7 +161,7 @@ void VM::StopForever(VMThread* t) {
 }
 
 void VM::EndProcess(VMThread* t, int code, bool output_locked) {
-  if (hooks_ != nullptr) {
+  if (hooks_.load() != nullptr) {
     // Every other thread stops at its next poll and never resumes, so
     // VMDeath is really the last event (callbacks in flight finish first: a
     // thread in a callback is not at a poll). Without agents nothing needs
@@ -187,6 +191,8 @@ void VM::Shutdown(int code) {
 }
 
 void VM::ExitProcessLocked(int code) {
+  // A listening attach socket would outlive the process as a stale file.
+  RemoveAttachSocket();
   // Output lost at any time in the run (to a full disk, a closed stdout)
   // fails the run here (vm/runtime/standard_streams.h).
   _exit(FinishStandardStreams(options_.out, options_.err, code, out_errno_));
@@ -237,6 +243,17 @@ bool VM::WriteLine(VMThread* t, std::string_view line) {
   // The first failure's reason: a flush at exit may no longer know it.
   if (out_errno_ == 0) out_errno_ = errno != 0 ? errno : EIO;
   return false;
+}
+
+bool VM::AttachToolHooks(ToolHooks* hooks) {
+  if (!started_.load(std::memory_order_acquire)) return false;
+  ToolHooks* expected = nullptr;
+  if (!hooks_.compare_exchange_strong(expected, hooks)) return expected == hooks;
+  vm_init_done_.store(true);
+  // Both sequentially consistent: either the end sees the hooks (and stops
+  // the world before VMDeath) or this sees the end and the caller loads no
+  // agent (a VMDeath posted without the stop then reaches no environment).
+  return !ending_.load();
 }
 
 VMThread* VM::FindThread(const void* handle, bool* alive) const {
@@ -321,7 +338,9 @@ void VM::VisitGlobalRoots(gc::RootVisitor& visitor) {
       visitor.VisitRoot(&t->result);
     }
   }
-  if (hooks_ != nullptr) hooks_->VisitToolRoots(visitor);
+  if (ToolHooks* hooks = hooks_.load(std::memory_order_acquire); hooks != nullptr) {
+    hooks->VisitToolRoots(visitor);
+  }
 }
 
 void VM::VisitMutatorRoots(gc::Mutator* mutator, gc::RootVisitor& visitor) {
@@ -422,13 +441,19 @@ void VM::ThreadMain(VMThread* t) {
     t->start_args.shrink_to_fit();
     t->lifecycle = ThreadLifecycle::kRunning;
   }
-  if (hooks_ != nullptr) hooks_->OnThreadStart(t);
+  if (ToolHooks* hooks = hooks_.load(std::memory_order_acquire); hooks != nullptr) {
+    hooks->OnThreadStart(t);
+  }
   gc::Value result;
-  if (RunFunction(t, t->start_function, &result) == Outcome::kReturn && hooks_ != nullptr) {
+  // Read again at the end: an agent may have attached meanwhile (it then
+  // sees ThreadEnd without ThreadStart, as in JVMTI).
+  ToolHooks* hooks = nullptr;
+  if (RunFunction(t, t->start_function, &result) == Outcome::kReturn &&
+      (hooks = hooks_.load(std::memory_order_acquire)) != nullptr) {
     // The result is only in this C++ local now; keep it a root across the
     // callback (agents may force a collection).
     *t->sp++ = result;
-    hooks_->OnThreadEnd(t);
+    hooks->OnThreadEnd(t);
     result = *--t->sp;
   }
   {

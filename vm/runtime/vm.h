@@ -116,7 +116,15 @@ class VM final : public gc::VmInterface {
   void RequestExit(VMThread* t, int code);
 
   // The tool interface (agents), or null. Set before Run.
-  void SetToolHooks(ToolHooks* hooks) { hooks_ = hooks; }
+  void SetToolHooks(ToolHooks* hooks) { hooks_.store(hooks, std::memory_order_release); }
+  // The tool interface of an agent loaded into the running VM (attach,
+  // docs/attach.md): installs `hooks` (if none are installed yet) as if
+  // VMInit had been posted to them. False, installing nothing, before Run
+  // got past VMInit, and false once the VM is ending; true if `hooks` are
+  // (now) the VM's.
+  bool AttachToolHooks(ToolHooks* hooks);
+  // True once Run has posted VMInit (if it had hooks) and runs the program.
+  bool started() const { return started_.load(std::memory_order_acquire); }
 
   // The JIT tier, or none (--jit=off). Installed before Run; the VM owns it
   // and destroys it only after every thread that could run compiled code has
@@ -176,7 +184,11 @@ class VM final : public gc::VmInterface {
   // not a VM thread; `output_locked`: the caller holds output_mu_.
   [[noreturn]] void EndProcess(VMThread* t, int code, bool output_locked);
 
-  ToolHooks* hooks_ = nullptr;
+  // Read only at VMInit, thread start and end, and VM death: never on the
+  // allocation path or in the interpreter loop. Atomic because an attached
+  // agent installs it while threads run.
+  std::atomic<ToolHooks*> hooks_{nullptr};
+  std::atomic<bool> started_{false};  // see started()
   std::atomic<bool> ending_{false};  // see the file comment
   std::atomic<bool> vm_init_done_{false};  // every VMInit callback returned
   std::atomic<bool> died_{false};  // VMDeath posted

@@ -155,9 +155,10 @@ Setup HandlersOf() {
 //   static constexpr const char* kName;     the agent's name, in every line
 //   struct Config;                          default-constructed: the defaults
 //   static void DeclareOptions(Config*, OptionParser*);
-//   static std::unique_ptr<T> Create(Config, vmtiEnv*);
+//   static std::unique_ptr<T> Create(Config, vmtiVM*, vmtiEnv*);
 //       what may fail once the options parse (outputs, connections, checks
-//       that involve several options); null after one line on stderr
+//       that involve several options; the vm, for an agent that needs a
+//       second environment); null after one line on stderr
 //   void Configure(Setup*) const;           the interval, events per thread
 //   ErrorLog& log();
 // and its event handlers (HandlersOf, above), among them, if it has work to
@@ -171,25 +172,80 @@ Setup HandlersOf() {
 // phase, so an entry point for an agent loaded into a VM that is already
 // running (Agent_OnAttach, the LIVE phase) belongs here too, beside this
 // one, and runs OnStart at once.
+// Has MarkAttached: the instance wants to know it was made by Agent_OnAttach
+// (heapprof says so in its profiles).
+template <typename T, typename = void>
+struct HasMarkAttached : std::false_type {};
 template <typename T>
-vmtiInt Start(vmtiVM* vm, const char* options) {
+struct HasMarkAttached<T, std::void_t<decltype(&T::MarkAttached)>> : std::true_type {};
+
+// Start and Attach (below). `live`: the VM runs already. *out, if given,
+// receives the instance once installed.
+template <typename T>
+vmtiInt StartInstance(vmtiVM* vm, const char* options, bool live, T** out) {
   typename T::Config config;
   OptionParser parser(T::kName);
   T::DeclareOptions(&config, &parser);
   if (!parser.ParseOrReport(options)) return 1;
   vmtiEnv* env = NewEnvironment(vm, T::kName);
   if (env == nullptr) return 1;
-  std::unique_ptr<T> made = T::Create(std::move(config), env);
+  std::unique_ptr<T> made = T::Create(std::move(config), vm, env);
   if (made == nullptr) {
     (*env)->DisposeEnvironment(env);
     return 1;
   }
   Setup setup = HandlersOf<T>();
   made->Configure(&setup);
+  if constexpr (HasMarkAttached<T>::value) {
+    if (live) made->MarkAttached();  // before any callback can run
+  }
   // The instance lives until the process ends (above), even if Install
   // fails after its environment could already reach it.
   T* instance = made.release();
-  return Install(env, instance, setup, &instance->log()) ? 0 : 1;
+  if (!Install(env, instance, setup, &instance->log())) return 1;
+  if (live) {
+    // No VMInit and no ThreadStart for the threads already running: an
+    // instance that wants ThreadStart (threads=) sees each of them now, then
+    // OnStart runs with no main thread (it was among them).
+    bool wants_thread_start = false;
+    for (vmtiEvent e : setup.events) wants_thread_start |= e == VMTI_EVENT_THREAD_START;
+    if constexpr (HasOnThreadStart<T>::value) {
+      vmtiInt n = 0;
+      vmtiThread* threads = nullptr;
+      if (wants_thread_start &&
+          instance->log().Check(env, (*env)->GetAllThreads(env, &n, &threads), "GetAllThreads")) {
+        for (vmtiInt i = 0; i < n; ++i) {
+          Guard(T::kName, "ThreadStart at attach", [&] { instance->OnThreadStart(env, threads[i]); });
+        }
+        (*env)->Deallocate(env, reinterpret_cast<unsigned char*>(threads));
+      }
+    }
+    if constexpr (HasOnStart<T>::value) {
+      Guard(T::kName, "the start at attach", [&] { instance->OnStart(env, nullptr); });
+    }
+  }
+  if (out != nullptr) *out = instance;
+  return 0;
+}
+
+template <typename T>
+vmtiInt Start(vmtiVM* vm, const char* options) {
+  return StartInstance<T>(vm, options, /*live=*/false, nullptr);
+}
+
+// The one Agent_OnAttach (minivm-attach PID load NAME=OPTIONS, docs/attach.md):
+// Start in a VM that runs already (phase LIVE), where no VMInit comes. The
+// threads already running go to OnThreadStart if the instance enabled
+// ThreadStart (threads=), then OnStart runs at once, on the attaching
+// thread, with a null main thread. An instance class with MarkAttached()
+// has it called before it is installed.
+//
+//   VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void*) {
+//     return agent::Attach<leakcheck::Checker>(vm, options);
+//   }
+template <typename T>
+vmtiInt Attach(vmtiVM* vm, const char* options, T** out = nullptr) {
+  return StartInstance<T>(vm, options, /*live=*/true, out);
 }
 
 }  // namespace agent

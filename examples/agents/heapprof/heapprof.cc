@@ -73,6 +73,16 @@
  *     loaded twice (`--heap-profile=a -agentlib:heapprof=...`), and each
  *     load is an independent profiler. Only SIGUSR2, which is process-wide,
  *     has process-wide state: a counter that every instance's worker reads.
+ *  7. Attach (`minivm-attach PID load heapprof=ACTION,...`, docs/tools.md):
+ *     Agent_OnAttach's first option may be an action, as async-profiler's
+ *     are: start (the default) makes an attached instance (agent::Attach),
+ *     which samples from then on (its profiles say that objects allocated
+ *     before the attach are not in them); dump[,file=PATH] writes a profile
+ *     now; set,interval=BYTES changes the interval; stop writes the final
+ *     profile, stops the worker and HTTP threads and disposes of the
+ *     environment (its events, tags and capabilities). One attached
+ *     instance at a time (g_attached); the instance object itself stays
+ *     allocated, as every instance does (common/agent.h).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -210,10 +220,6 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-// The vmtiVM of the Agent_OnLoad running now (loads run one at a time), so
-// that Create can make the path search's environment.
-vmtiVM* g_loading_vm = nullptr;
-
 class Profiler {
  public:
   static constexpr const char* kName = heapprof::kName;
@@ -257,7 +263,7 @@ class Profiler {
   // Every path is checked now, so that a typo fails before the program
   // runs, not after it; and the HTTP server, if any, listens now, so that a
   // port that is taken fails the same way. Null after one line on stderr.
-  static std::unique_ptr<Profiler> Create(Config c, vmtiEnv* env) {
+  static std::unique_ptr<Profiler> Create(Config c, vmtiVM* vm, vmtiEnv* env) {
     // Numbered dumps go beside `file`, or beside the default name.
     const std::string default_file = c.collapsed ? "heap.folded" : "heap.pb.gz";
     if (c.file_given && c.file.empty() &&
@@ -285,7 +291,7 @@ class Profiler {
     // retained=: the path search's scratch tags need an environment of
     // their own (common/retention.h).
     vmtiEnv* walk_env = nullptr;
-    if (c.retained > 0 && (walk_env = agent::NewWalkEnvironment(g_loading_vm, kName)) == nullptr) {
+    if (c.retained > 0 && (walk_env = agent::NewWalkEnvironment(vm, kName)) == nullptr) {
       return nullptr;
     }
     auto profiler = std::make_unique<Profiler>(std::move(c), env, walk_env);
@@ -327,7 +333,11 @@ class Profiler {
                    "GetHeapSamplingInterval")) {
       interval_.store(interval);
     }
-    if (!config_.threads.empty()) threads_.EnableSamplingIfSelected(env, main_thread, &log_);
+    // main_thread is null when attached: agent::Attach passed every running
+    // thread to OnThreadStart already.
+    if (!config_.threads.empty() && main_thread != nullptr) {
+      threads_.EnableSamplingIfSelected(env, main_thread, &log_);
+    }
     sigusr2_seen_ = g_sigusr2_count.load(std::memory_order_relaxed);
     AcquireSigusr2();
     signal_acquired_ = true;
@@ -391,7 +401,49 @@ class Profiler {
 
   void OnObjectFree(vmtiEnv*, vmtiLong tag) { data_.RecordFree(tag); }
 
-  void OnVMDeath(vmtiEnv* env) {
+  void OnVMDeath(vmtiEnv* env) { Finish(env); }
+
+  // Made by Agent_OnAttach (agent::Attach calls this before Install), so
+  // that every profile says so.
+  void MarkAttached() { attached_ = true; }
+
+  // `dump[,file=PATH]` (design point 7): a profile of now (after a
+  // collection with gc=1), to PATH or to the next numbered file.
+  void DumpNow(const std::string& path) {
+    PendingDump d;
+    d.why = "minivm-attach dump";
+    Copy(&d, CollectForLiveData(env_, "for this dump"));
+    if (path.empty()) {
+      DumpNumbered(d);
+    } else if (Write(path, d.rows, d.sites, d.note, "dump (minivm-attach)")) {
+      std::fprintf(stderr, "heapprof: wrote %s (est. %s allocated since the attach)\n",
+                   path.c_str(), agent::HumanBytes(d.allocated).c_str());
+    }
+  }
+
+  // `set,interval=BYTES`.
+  bool SetInterval(int64_t bytes) {
+    if (!log_.Check(env_, (*env_)->SetHeapSamplingInterval(env_, static_cast<vmtiInt>(bytes)),
+                    "SetHeapSamplingInterval")) {
+      return false;
+    }
+    interval_.store(bytes);
+    std::fprintf(stderr, "heapprof: sampling interval now %lld bytes\n",
+                 static_cast<long long>(bytes));
+    return true;
+  }
+
+  // `stop`: the final profile, then the environment goes (design point 7).
+  void StopAttached() {
+    Finish(env_);
+    log_.Check(env_, (*env_)->DisposeEnvironment(env_), "DisposeEnvironment");
+    std::fprintf(stderr, "heapprof: stopped; sampling, tags and threads released\n");
+  }
+
+ private:
+  // At VM death, or at an attached instance's stop: no more samples, the
+  // threads stopped, the summary and the final profile written.
+  void Finish(vmtiEnv* env) {
     dead_.store(true, std::memory_order_release);
     StopWorker();
     if (http_ != nullptr) http_->Stop();
@@ -433,7 +485,6 @@ class Profiler {
     std::fflush(stderr);
   }
 
- private:
   // The HTTP server of http=, listening; null after one line on stderr.
   static std::unique_ptr<HttpServer> Listen(const Config& c) {
     std::string error;
@@ -606,11 +657,15 @@ class Profiler {
 
   // A profile's comments: what wrote it, for which program, and how live
   // its in-use values are.
-  static std::vector<std::string> ProfileComments(const std::string& what,
-                                                  const std::string& live) {
+  std::vector<std::string> ProfileComments(const std::string& what, const std::string& live) const {
     const agent::ProgramInfo& program = agent::CurrentProgram();
     std::vector<std::string> comments;
     comments.push_back("minivm heapprof, " + what);
+    if (attached_) {
+      comments.push_back(
+          "attached to the running VM (minivm-attach): objects allocated before the attach are "
+          "not in this profile; the allocations after it are sampled without bias");
+    }
     if (!program.command_line.empty()) comments.push_back("command: " + program.command_line);
     if (!program.dir.empty()) {
       comments.push_back("source files are relative to " + program.dir +
@@ -696,8 +751,9 @@ class Profiler {
     if (!d.copied) Copy(&d, CollectForLiveData(env_, "for this dump"));
     std::string base =
         config_.file.empty() ? (config_.collapsed ? "heap.folded" : "heap.pb.gz") : config_.file;
-    std::string path = agent::NumberedPath(base, ++dump_seq_);
-    const std::string what = "dump " + std::to_string(dump_seq_) + " (" + d.why + ")";
+    const int seq = ++dump_seq_;
+    std::string path = agent::NumberedPath(base, seq);
+    const std::string what = "dump " + std::to_string(seq) + " (" + d.why + ")";
     if (Write(path, d.rows, d.sites, d.note, what.c_str())) {
       std::fprintf(stderr, "heapprof: wrote %s (%s, est. %s allocated)\n", path.c_str(),
                    d.why.c_str(), agent::HumanBytes(d.allocated).c_str());
@@ -828,16 +884,64 @@ class Profiler {
   int64_t dropped_dumps_ = 0;      // guarded by worker_mu_
   bool worker_stop_ = false;
   double next_dump_at_ = 0;
-  int dump_seq_ = 0;
+  std::atomic<int> dump_seq_{0};  // the worker's, and an attach dump's
   std::thread worker_;
+  bool attached_ = false;  // set before Install (MarkAttached), then read only
 };
+
+// The attached instance (design point 7), guarded by g_attach_mu.
+std::mutex g_attach_mu;
+Profiler* g_attached = nullptr;
 
 }  // namespace
 }  // namespace heapprof
 
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void*) {
-  heapprof::g_loading_vm = vm;  // for Profiler::Create's second environment (retained=)
   return agent::Start<heapprof::Profiler>(vm, options);
+}
+
+// minivm-attach PID load heapprof=[start,]OPTIONS | dump[,file=PATH] |
+// set,interval=BYTES | stop (design point 7).
+VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void*) {
+  using namespace heapprof;
+  const std::string text = options != nullptr ? options : "";
+  const size_t comma = text.find(',');
+  std::string action = text.substr(0, comma);
+  std::string rest = comma == std::string::npos ? "" : text.substr(comma + 1);
+  if (action != "start" && action != "dump" && action != "set" && action != "stop") {
+    action = "start";  // plain options: start with them
+    rest = text;
+  }
+  std::lock_guard<std::mutex> g(g_attach_mu);
+  if (action == "start") {
+    if (g_attached != nullptr) {
+      std::fprintf(stderr, "heapprof: already attached and profiling (use dump, set or stop)\n");
+      return 1;
+    }
+    return agent::Attach<Profiler>(vm, rest.c_str(), &g_attached);
+  }
+  if (g_attached == nullptr) {
+    std::fprintf(stderr, "heapprof: '%s': no attached heapprof is running (start one first)\n",
+                 action.c_str());
+    return 1;
+  }
+  std::string file;
+  int64_t interval = -1;
+  agent::OptionParser parser(kName);
+  if (action == "dump") agent::DeclareOutputOption(&parser, "file", &file);
+  if (action == "set") {
+    parser.Bytes("interval", &interval, 0, INT32_MAX, "4096 or 512k");
+    parser.Require("interval", "set,interval=BYTES");
+  }
+  if (!parser.ParseOrReport(rest.c_str())) return 1;
+  if (action == "dump") {
+    g_attached->DumpNow(file);
+    return 0;
+  }
+  if (action == "set") return g_attached->SetInterval(interval) ? 0 : 1;
+  g_attached->StopAttached();
+  g_attached = nullptr;
+  return 0;
 }
 
 // After every agent's VMDeath: a profile that could not be written fails

@@ -204,10 +204,6 @@ struct Count {
   double k = 0, k_w = 0, k_w2 = 0;  // born <= t0, live at tm, dead by t1
 };
 
-// The vmtiVM of the Agent_OnLoad running now (loads run one at a time), so
-// that Create can make the path search's environment.
-vmtiVM* g_loading_vm = nullptr;
-
 class Checker {
  public:
   static constexpr const char* kName = "leakcheck";
@@ -236,12 +232,12 @@ class Checker {
               "seconds from 0.001 to 3600, e.g. 2");
   }
 
-  static std::unique_ptr<Checker> Create(Config c, vmtiEnv* env) {
+  static std::unique_ptr<Checker> Create(Config c, vmtiVM* vm, vmtiEnv* env) {
     // The path search's scratch tags live in an environment of their own,
     // so they never touch the sample tags (common/retention.h).
     vmtiEnv* walk_env = nullptr;
     if (c.paths) {
-      walk_env = agent::NewWalkEnvironment(g_loading_vm, kName);
+      walk_env = agent::NewWalkEnvironment(vm, kName);
       if (walk_env == nullptr) return nullptr;
     }
     return std::make_unique<Checker>(std::move(c), env, walk_env);
@@ -692,8 +688,13 @@ class Checker {
 }  // namespace leakcheck
 
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void*) {
-  leakcheck::g_loading_vm = vm;  // for Checker::Create's second environment
   return agent::Start<leakcheck::Checker>(vm, options);
+}
+
+// Loaded into a running VM (minivm-attach PID load leakcheck=OPTIONS): the
+// same start (common/agent.h); it tracks the objects sampled from the attach on.
+VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void*) {
+  return agent::Attach<leakcheck::Checker>(vm, options);
 }
 
 // After every agent's VMDeath: an output that could not be written fails the

@@ -154,7 +154,7 @@ class Tracker {
 
   // Opens the trace (both paths were checked as they were parsed); null
   // after one line on stderr.
-  static std::unique_ptr<Tracker> Create(Config c, vmtiEnv*) {
+  static std::unique_ptr<Tracker> Create(Config c, vmtiVM*, vmtiEnv*) {
     if (!c.trace.empty() && c.trace == c.file) {
       agent::BadOption(kName, "file", c.file, "the same file as trace=");
       return nullptr;
@@ -345,6 +345,13 @@ class Tracker {
 
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void*) {
   return agent::Start<lifetimes::Tracker>(vm, options);
+}
+
+// Loaded into a running VM (minivm-attach PID load lifetimes=OPTIONS): the
+// same start (common/agent.h); its trace and report cover the objects
+// sampled from the attach on.
+VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void*) {
+  return agent::Attach<lifetimes::Tracker>(vm, options);
 }
 
 // After every agent's VMDeath: an output that could not be written fails the

@@ -198,7 +198,7 @@ class Remote {
 
   // Connects to the collector (design point 1); null after one line on
   // stderr.
-  static std::unique_ptr<Remote> Create(Config c, vmtiEnv* env) {
+  static std::unique_ptr<Remote> Create(Config c, vmtiVM*, vmtiEnv* env) {
     // One connection per process: a second -agentlib:remote would share
     // this library's globals (dlopen returns the same handle), among them
     // the per-thread caches of what was sent.
@@ -250,8 +250,10 @@ class Remote {
   }
 
   // At VMInit (common/agent.h).
+  // main_thread is null when attached (agent::Attach has passed every
+  // running thread to OnThreadStart already).
   void OnStart(vmtiEnv* env, vmtiThread main_thread) {
-    if (!config_.threads.empty()) OnThreadStart(env, main_thread);
+    if (!config_.threads.empty() && main_thread != nullptr) OnThreadStart(env, main_thread);
     stop_fd_ = eventfd(0, EFD_CLOEXEC);
     if (stop_fd_ < 0) {
       std::fprintf(stderr, "remote: eventfd: %s; not watching for the collector's death\n",
@@ -542,4 +544,10 @@ class Remote {
 
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void*) {
   return agent::Start<remote::Remote>(vm, options);
+}
+
+// minivm-attach PID load remote=OPTIONS, and minivm-collector --attach PID:
+// connects to the collector from the running VM, as at start-up.
+VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void*) {
+  return agent::Attach<remote::Remote>(vm, options);
 }

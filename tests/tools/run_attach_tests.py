@@ -1,0 +1,648 @@
+#!/usr/bin/env python3
+"""Tests of attaching to a running VM (docs/attach.md, docs/tools.md
+"Attaching to a running program"): real minivm processes, the real
+minivm-attach, real signals and real sockets; profiles read by our decoder
+and by `go tool pprof`.
+
+  run_attach_tests.py --minivm build/bin/minivm --attach build/bin/minivm-attach \
+      --heapprof build/bin/libheapprof.so --leakcheck build/bin/libleakcheck.so \
+      --lifetimes build/bin/liblifetimes.so [--work DIR] [-k SUBSTRING]
+
+Nothing here waits a fixed time: a test waits for a state it can see (a
+thread dump showing the program where the test needs it), and time limits
+only catch hangs. The statistical check uses fixed seeds (printed) and
+5.7-sigma bounds, as the sampler suite's (docs/sampling.md).
+
+The last line of output is `N passed, M failed`.
+"""
+import argparse
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run_tool_tests as rt  # noqa: E402 (the shared decoder and test runner)
+from run_tool_tests import C, Skip, Z, check, read_profile, by_leaf  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PHASES = os.path.join(HERE, "attach_phases.mv")
+FOREVER = os.path.join(HERE, "forever.mv")
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+def attach(pid, *args, timeout=60):
+    return subprocess.run([C.attach, str(pid), *args], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=timeout, cwd=C.work)
+
+
+def ok(pid, *args):
+    r = attach(pid, *args)
+    check(r.returncode == 0 and r.stderr == "",
+          f"minivm-attach {pid} {' '.join(args)}: exit {r.returncode}\n{r.stderr}{r.stdout}")
+    return r.stdout
+
+
+def one_line_error(r, code, pattern, what):
+    lines = r.stderr.splitlines()
+    check(r.returncode == code and len(lines) == 1 and r.stdout == "" and
+          lines[0].startswith("minivm-attach: error: ") and re.search(pattern, lines[0]),
+          f"{what}: want exit {code} and one line matching /{pattern}/, got exit "
+          f"{r.returncode}:\n{r.stderr}{r.stdout}")
+
+
+def default_signals():
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT):
+        signal.signal(s, signal.SIG_DFL)
+
+
+class Vm:
+    """A minivm process; stdout on a pipe the test reads only when told (so
+    attach_phases.mv blocks in print), stderr in a file."""
+
+    def __init__(self, args, name, env=None, opts=()):
+        self.err = rt.fresh(f"{name}.err")
+        with open(self.err, "w") as e:
+            self.p = subprocess.Popen([C.minivm, *opts, *args], stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE, stderr=e, cwd=C.work,
+                                      preexec_fn=default_signals, env=env, text=True)
+        self.pid = self.p.pid
+        self.cmd = " ".join([C.minivm, *opts, *args])
+        self.out = []
+        self.reader = None
+
+    def stderr(self):
+        with open(self.err) as f:
+            return f.read()
+
+    def read_stdout(self):
+        """Starts draining stdout (the program blocked in print goes on)."""
+        def drain():
+            for line in self.p.stdout:
+                self.out.append(line)
+        self.reader = threading.Thread(target=drain, daemon=True)
+        self.reader.start()
+
+    def wait_threads(self, want, timeout=120):
+        """Polls `threads` until its output is `want` (the program got
+        where the test needs it); returns it."""
+        deadline = time.time() + timeout
+        last = None
+        while time.time() < deadline:
+            check(self.p.poll() is None, f"{self.cmd} ended early ({self.p.returncode}):\n"
+                                         f"{self.stderr()[-2000:]}")
+            r = attach(self.pid, "threads")
+            last = r
+            if r.returncode == 0 and r.stdout == want:
+                return r.stdout
+            time.sleep(0.05)
+        self.kill()
+        raise AssertionError(f"threads never became:\n{want}\nlast: exit {last.returncode}\n"
+                             f"{last.stdout}{last.stderr}")
+
+    def wait_running(self, timeout=60):
+        """Waits until the VM answers (its program has started)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            r = attach(self.pid, "heap")
+            if r.returncode == 0:
+                return
+            check(self.p.poll() is None, f"{self.cmd} ended early:\n{self.stderr()[-2000:]}")
+            time.sleep(0.05)
+        raise AssertionError(f"{self.cmd}: never answered: {r.stderr}")
+
+    def finish(self, timeout=300):
+        if self.reader is None:
+            self.read_stdout()
+        try:
+            code = self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"{self.cmd}: did not end within {timeout} s")
+        self.reader.join(timeout=60)
+        m = re.search(r"^.*(?:Sanitizer|: runtime error: ).*$", self.stderr(), re.M)
+        check(m is None, f"{self.cmd}: sanitizer report: {m and m.group(0)}")
+        return code
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait()
+
+
+def line_of(text):
+    """The line of attach_phases.mv that holds `text` (once)."""
+    with open(PHASES) as f:
+        hits = [i for i, l in enumerate(f, 1) if text in l]
+    assert len(hits) == 1, f"{text!r} in {PHASES}: lines {hits}"
+    return hits[0]
+
+
+def phases_stack():
+    """The stacks attach_phases.mv's threads have while main waits."""
+    printing = line_of('print("line", i)')
+    waiting = line_of("  wait_here(lines);")
+    spinning = line_of("while (stop == 0)")
+    calling = line_of("return spin_inner();")
+    return (f'"main" #0\n  at wait_here ({PHASES}:{printing})\n  at main ({PHASES}:{waiting})\n\n'
+            f'"thread-1" #1\n  at spin_inner ({PHASES}:{spinning})\n'
+            f'  at spin ({PHASES}:{calling})\n')
+
+
+def socket_path(pid):
+    return f"/tmp/minivm-attach-{os.geteuid()}/{pid}.sock"
+
+
+# ---- the user's path --------------------------------------------------------
+
+@test
+def attach_threads_shows_known_stacks():
+    """`threads` on a program blocked in print (main) and spinning (thread-1):
+    exact frames, innermost first; the VM goes on and ends normally."""
+    v = Vm([PHASES, "20000", "0"], "threads")
+    try:
+        v.wait_threads(phases_stack())
+        d = f"/tmp/minivm-attach-{os.geteuid()}"
+        st = os.lstat(d)
+        check(stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o700,
+              f"{d}: mode {oct(st.st_mode)}")
+        st = os.lstat(socket_path(v.pid))
+        check(stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600,
+              f"socket mode {oct(st.st_mode)}")
+        v.read_stdout()
+        code = v.finish()
+        check(code == 0, f"exit {code}: {v.stderr()}")
+        check(v.out[-1] == "done 1000\n" and len(v.out) == 20001, f"stdout ends {v.out[-2:]}")
+        check(not os.path.exists(socket_path(v.pid)), "the socket file outlived the VM")
+    finally:
+        v.kill()
+
+
+@test
+def attach_heap_gc_agents():
+    """heap (per space, collections, sampling), gc (one more full
+    collection), agents, before and after loading heapprof."""
+    v = Vm([FOREVER, "2"], "heap", opts=["--young=4m"])
+    try:
+        v.read_stdout()
+        v.wait_running()
+        heap = ok(v.pid, "heap")
+        for pat in (r"^heap: \d+ bytes reserved$", r"^  eden: \d+ of \d+ bytes used$",
+                    r"^  survivor: \d+ of \d+ bytes used$", r"^  old: \d+ of \d+ bytes used$",
+                    r"^collections: \d+ minor, \d+ full", r"^sampling: off"):
+            check(re.search(pat, heap, re.M), f"heap: no /{pat}/ in\n{heap}")
+        full = int(re.search(r"(\d+) full", heap).group(1))
+        out = ok(v.pid, "gc")
+        check(re.match(r"full collection done: \d+ -> \d+ bytes used\n$", out), out)
+        full2 = int(re.search(r"(\d+) full", ok(v.pid, "heap")).group(1))
+        check(full2 >= full + 1, f"full collections {full} -> {full2} after gc")
+        check(ok(v.pid, "agents") == "no agents loaded\n", "agents before any load")
+        prof = rt.fresh("heap_agents.pb.gz")
+        out = ok(v.pid, "load", f"{C.heapprof}=file={prof},interval=64k,top=0")
+        check(out.endswith(f"agent '{C.heapprof}': Agent_OnAttach returned 0\n"), out)
+        agents = ok(v.pid, "agents")
+        check(agents == f"{C.heapprof} (attached) options 'file={prof},interval=64k,top=0' "
+                        f"environments 0\n", agents)
+        heap = ok(v.pid, "heap")
+        check(f"sampling: interval 65536 bytes; sampled by:\n  environment 0 ({C.heapprof}): "
+              f"every thread\n" in heap, heap)
+        v.p.send_signal(signal.SIGTERM)
+        check(v.finish() == 143, "SIGTERM's exit code")
+        check(os.path.getsize(prof) > 0, "no final profile at VM death")
+    finally:
+        v.kill()
+
+
+@test
+def attach_heapprof_unbiased_after_attach():
+    """heapprof attached while attach_phases.mv waits: the profile has the
+    known allocations after the attach within 5.7 sigma, none of the
+    objects allocated before it, and says so in its comments."""
+    interval = 65536
+    sizes = {"small": (400000, 32), "medium": (40000, 1024), "large": (200, 200024)}
+    checks = 0
+    seeds = (21, 22) if C.full_sweep else (21,)
+    for seed in seeds:
+        v = Vm([PHASES], f"unbiased_{seed}", opts=[f"--seed={seed}"])
+        try:
+            v.wait_threads(phases_stack())
+            out = rt.fresh(f"attached_{seed}.pb.gz")
+            ok(v.pid, "load", f"heapprof=interval={interval},file={out},top=0")
+            v.read_stdout()
+            check(v.finish() == 0, v.stderr())
+        finally:
+            v.kill()
+        prof = read_profile(out)
+        got_b = by_leaf(prof, 1, key=lambda fr: fr[0])
+        got_o = by_leaf(prof, 0, key=lambda fr: fr[0])
+        check("before" not in got_b, f"--seed={seed}: objects from before the attach: {got_b}")
+        check(set(got_b) <= {"small", "medium", "large", "wait_here", "main"},
+              f"--seed={seed}: unexpected sites {sorted(got_b)}")
+        for fn, (n, s) in sizes.items():
+            p = -math.expm1(-s / interval)
+            for got, want, var, what in (
+                    (got_b.get(fn, 0), n * s, n * s * s * (1 - p) / p, "bytes"),
+                    (got_o.get(fn, 0), n, n * (1 - p) / p, "objects")):
+                sd = math.sqrt(var) + 1
+                z = (got - want) / sd
+                check(abs(z) <= Z, f"--seed={seed} {fn} {what}: estimate {got}, truth {want}, "
+                                   f"sd {sd:.0f}, z = {z:.2f}")
+                checks += 1
+        comments = rt.comments_of(out)
+        check(any("objects allocated before the attach are not in this profile" in c
+                  for c in comments), f"comments: {comments}")
+        if C.go:
+            raw = rt.pprof(["-raw", out])
+            check("objects allocated before the attach" in raw, raw[:400])
+    print(f"    {checks} checks, --seed={' and '.join(map(str, seeds))}, |z| <= {Z}")
+
+
+@test
+def attach_heapprof_dump_set_stop_start():
+    """async-profiler style control by repeated attach: dump now, change the
+    interval, stop (final profile; events, tags and threads released),
+    start again; the VM runs on and ends normally."""
+    v = Vm([FOREVER, "2"], "control", opts=["--young=4m", "--seed=3"])
+    try:
+        v.read_stdout()
+        v.wait_running()
+        final1 = rt.fresh("control_final1.pb.gz")
+        ok(v.pid, "load", f"heapprof=start,file={final1},top=0")
+        r = attach(v.pid, "load", "heapprof=start")
+        one_line_error(r, 1, r"Agent_OnAttach returned 1: heapprof: already attached", "start twice")
+        dump1 = rt.fresh("control_dump1.pb.gz")
+        out = ok(v.pid, "load", f"heapprof=dump,file={dump1}")
+        check(f"heapprof: wrote {dump1}" in out, out)
+        prof = read_profile(dump1)
+        check("allocate_forever" in by_leaf(prof, 1, key=lambda fr: fr[0]), "dump has the site")
+        out = ok(v.pid, "load", "heapprof=set,interval=4k")
+        check("heapprof: sampling interval now 4096 bytes" in out, out)
+        check("sampling: interval 4096 bytes; sampled by:" in ok(v.pid, "heap"), "interval set")
+        threads_before = len(os.listdir(f"/proc/{v.pid}/task"))
+        out = ok(v.pid, "load", "heapprof=stop")
+        check(f"heapprof: wrote {final1}" in out and "released" in out, out)
+        check(os.path.getsize(final1) > 0, "no final profile at stop")
+        check("no environment samples" in ok(v.pid, "heap"), "still sampling after stop")
+        threads_after = len(os.listdir(f"/proc/{v.pid}/task"))
+        check(threads_after == threads_before - 1,
+              f"the worker thread was not released: {threads_before} -> {threads_after} tasks")
+        r = attach(v.pid, "load", "heapprof=dump")
+        one_line_error(r, 1, r"no attached heapprof is running", "dump after stop")
+        final2 = rt.fresh("control_final2.pb.gz")
+        ok(v.pid, "load", f"heapprof=file={final2},top=0")
+        v.p.send_signal(signal.SIGTERM)
+        check(v.finish() == 143, "SIGTERM")
+        check(os.path.getsize(final2) > 0, "no final profile of the second start")
+        if C.go:
+            for f in (dump1, final1, final2):
+                top = rt.pprof(["-top", "-sample_index=alloc_space", f])
+                check("allocate_forever" in top, f"go tool pprof -top {f}:\n{top}")
+    finally:
+        v.kill()
+
+
+@test
+def attach_leakcheck_and_lifetimes():
+    """The other tool agents load into a running VM and report at its end."""
+    v = Vm([FOREVER], "others", opts=["--young=2m"])
+    try:
+        v.read_stdout()
+        v.wait_running()
+        trace = rt.fresh("attached_lifetimes.jsonl")
+        ok(v.pid, "load", "leakcheck")
+        ok(v.pid, "load", f"lifetimes=trace={trace}")
+        agents = ok(v.pid, "agents")
+        check(agents.count("(attached)") == 2, agents)
+        v.p.send_signal(signal.SIGTERM)
+        check(v.finish() == 143, "SIGTERM")
+        err = v.stderr()
+        check("leakcheck: at exit" in err and "lifetimes:" in err, err[-2000:])
+        with open(trace) as f:
+            check('"ev":"alloc"' in f.read(), "no alloc events in the lifetimes trace")
+    finally:
+        v.kill()
+
+
+@test
+def attach_during_gc_stress():
+    """Attach, dump, threads, gc and stop while three threads allocate with a
+    collection at every slow path (--gc-stress=1)."""
+    v = Vm([FOREVER, "3"], "stress", opts=["--young=1m", "--gc-stress=1"])
+    try:
+        v.read_stdout()
+        v.wait_running()
+        final = rt.fresh("stress_final.pb.gz")
+        ok(v.pid, "load", f"heapprof=interval=4k,file={final},top=0")
+        for i in range(3):
+            ok(v.pid, "load", f"heapprof=dump,file={rt.fresh(f'stress_{i}.pb.gz')}")
+            t = ok(v.pid, "threads")
+            check(t.count("  at allocate_forever (") == 3, t)
+            ok(v.pid, "gc")
+        ok(v.pid, "load", "heapprof=stop")
+        check(v.p.poll() is None, "the VM ended")
+        v.p.send_signal(signal.SIGTERM)
+        check(v.finish() == 143, "SIGTERM")
+        check(os.path.getsize(final) > 0, "final profile")
+    finally:
+        v.kill()
+
+
+# ---- mistakes and hostile peers --------------------------------------------
+
+@test
+def attach_bad_usage_exits_2():
+    for args, pat in (((), "expected a PID"), (("x", "threads"), "not a process id"),
+                      (("0", "threads"), "not a process id"), (("1",), "expected a PID"),
+                      (("1", "jstack"), "unknown command 'jstack'"),
+                      (("1", "load"), "'load' needs an argument"),
+                      (("1", "threads", "x"), "'threads' takes no argument"),
+                      (("1", "load", "a", "b"), "too many arguments")):
+        r = subprocess.run([C.attach, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=30)
+        one_line_error(r, 2, pat, f"minivm-attach {' '.join(args)}")
+    r = subprocess.run([C.attach, "--help"], stdout=subprocess.PIPE, text=True, timeout=30)
+    check(r.returncode == 0 and r.stdout.startswith("usage: minivm-attach PID COMMAND"), r.stdout)
+
+
+@test
+def attach_dead_pid_and_non_minivm():
+    """A PID with no process; a process that is not minivm (it must survive:
+    no SIGQUIT is sent to it); one that blocks SIGQUIT but never answers
+    (10 s limit)."""
+    p = subprocess.Popen(["true"])
+    p.wait()
+    one_line_error(attach(p.pid, "threads"), 1, rf"no process {p.pid}$", "dead PID")
+    s = subprocess.Popen(["sleep", "600"], preexec_fn=default_signals)
+    try:
+        one_line_error(attach(s.pid, "threads"), 1, "is not a minivm VM", "sleep")
+        check(s.poll() is None, "the non-minivm process was killed")
+    finally:
+        s.kill()
+        s.wait()
+    # A process that blocks SIGQUIT (looks like minivm) but has no listener.
+    code = ("import signal,sys,time\nsignal.pthread_sigmask(signal.SIG_BLOCK,[signal.SIGQUIT])\n"
+            "print('ready',flush=True)\ntime.sleep(600)\n")
+    q = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        check(q.stdout.readline() == "ready\n", "python child")
+        start = time.time()
+        r = attach(q.pid, "heap")
+        one_line_error(r, 1, r"did not answer within 10 s", "silent pseudo-VM")
+        check(time.time() - start < 30, "no time limit")
+        check(not os.path.exists(f"/tmp/minivm-attach-{os.geteuid()}/{q.pid}.trigger"),
+              "trigger file left behind")
+    finally:
+        q.kill()
+        q.wait()
+
+
+@test
+def attach_refused_for_other_users():
+    """SO_PEERCRED: a peer that is not the VM's user (simulated with the
+    VM's test seam, which makes it accept only another uid) is refused with
+    one line, exit 1, and nothing runs."""
+    env = dict(os.environ, MINIVM_ATTACH_TEST_ONLY_UID=str(os.geteuid() + 4242))
+    v = Vm([FOREVER], "creds", env=env)
+    try:
+        v.read_stdout()
+        deadline = time.time() + 60
+        while True:
+            r = attach(v.pid, "load", "heapprof")
+            if "permission denied" in r.stderr or time.time() > deadline:
+                break
+            time.sleep(0.05)
+        one_line_error(r, 1, rf"permission denied: user {os.geteuid()} may not attach", "creds")
+        check(v.p.poll() is None, "VM died")
+        v.p.send_signal(signal.SIGTERM)
+        check(v.finish() == 143, "SIGTERM")
+        check("heapprof" not in v.stderr(), "the agent ran for a refused peer")
+    finally:
+        v.kill()
+
+
+def raw_request(pid, data, shut=True, timeout=30):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect(socket_path(pid))
+    if data:
+        s.sendall(data)
+    if shut:
+        s.shutdown(socket.SHUT_WR)
+    reply = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        reply += chunk
+    s.close()
+    return reply
+
+
+def parse_reply(reply, what=""):
+    check(len(reply) >= 12 and reply[:4] == b"MVA1", f"reply {reply[:40]!r} ({what})")
+    status, n = struct.unpack("<II", reply[4:12])
+    check(len(reply) == 12 + n, f"reply length {len(reply)} vs {n}")
+    return status, reply[12:].decode()
+
+
+@test
+def attach_garbage_and_silent_clients():
+    """Malformed requests get an error reply; a silent client is cut off
+    after 2 s without holding the others up for longer; the VM is unharmed."""
+    v = Vm([FOREVER, "2"], "garbage", opts=["--young=4m"])
+    try:
+        v.read_stdout()
+        v.wait_running()
+        req = lambda payload: b"MVA1" + struct.pack("<I", len(payload)) + payload  # noqa: E731
+        for data, pat in ((b"GET / HTTP/1.0\r\n\r\n", "not the minivm attach protocol"),
+                          (b"MVA1" + struct.pack("<I", 1 << 30), "at most 16384"),
+                          (req(b"jstack"), "unknown command 'jstack'"),
+                          (req(b"\xff\x00\x01"), "unknown command"),
+                          (req(b"threads\x00x"), "'threads' takes no argument"),
+                          (req(b"load\x00a\x00b"), "more than one argument"),
+                          (req(b"load"), "'load' needs an argument"),
+                          (b"MVA1\x05\x00", "incomplete header"),
+                          (req(b"heap")[:-2], "incomplete body"),
+                          (b"", "incomplete header")):
+            status, text = parse_reply(raw_request(v.pid, data), repr(data[:30]))
+            check(status == 1 and re.search(pat, text), f"{data[:30]!r}: {status} {text!r}")
+        # A silent client (connects, sends nothing, keeps the socket open).
+        silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        silent.connect(socket_path(v.pid))
+        start = time.time()
+        heap = ok(v.pid, "heap")  # waits behind the silent one for at most ~2 s
+        check("eden" in heap and time.time() - start < 8, f"{time.time() - start:.1f} s")
+        silent.settimeout(10)
+        status, text = parse_reply(silent.recv(65536), "silent")
+        check(status == 1 and "timed out" in text, text)
+        silent.close()
+        check(v.p.poll() is None, "VM died")
+        check("at allocate_forever" in ok(v.pid, "threads"), "threads after garbage")
+        v.p.send_signal(signal.SIGTERM)
+        check(v.finish() == 143, "SIGTERM")
+    finally:
+        v.kill()
+
+
+@test
+def attach_load_failures():
+    """A library that does not exist, one without Agent_OnAttach, an agent
+    whose Agent_OnAttach fails (its error in the reply): one line, exit 1;
+    the VM runs on."""
+    v = Vm([FOREVER], "loadfail")
+    try:
+        v.read_stdout()
+        v.wait_running()
+        one_line_error(attach(v.pid, "load", "/nonexistent/libx.so"), 1,
+                       r"cannot load agent '/nonexistent/libx.so'", "missing path")
+        one_line_error(attach(v.pid, "load", "nosuchagent"), 1,
+                       r"cannot load agent 'nosuchagent': no libnosuchagent.so in", "missing name")
+        if C.test_agents and os.path.exists(os.path.join(C.test_agents, "libordering.so")):
+            lib = os.path.join(C.test_agents, "libordering.so")
+            one_line_error(attach(v.pid, "load", lib), 1, r"does not export Agent_OnAttach",
+                           "no Agent_OnAttach")
+        one_line_error(attach(v.pid, "load", "heapprof=interval=lots"), 1,
+                       r"Agent_OnAttach returned 1: heapprof: bad option 'interval=lots'",
+                       "bad option")
+        check(ok(v.pid, "agents") == "no agents loaded\n", "a failed agent is listed")
+        v.p.send_signal(signal.SIGTERM)
+        check(v.finish() == 143, "SIGTERM")
+    finally:
+        v.kill()
+
+
+@test
+def attach_sigquit_without_trigger_ends_in_order():
+    """Ctrl-\\ (SIGQUIT with no attach request) still quits: exit 131, in
+    order, with the program's output flushed, as SIGINT does."""
+    v = Vm([FOREVER], "sigquit", opts=["--young=1m", "--verbose:gc"])
+    try:
+        deadline = time.time() + 60
+        while "[gc]" not in v.stderr() and time.time() < deadline:
+            time.sleep(0.02)
+        v.p.send_signal(signal.SIGQUIT)
+        code = v.finish()
+        check(code == 131, f"exit {code}")
+        check("".join(v.out).startswith("line 0\n") and len(v.out) == 1000,
+              f"stdout not flushed: {len(v.out)} lines")
+    finally:
+        v.kill()
+
+
+# ---- heapprofd's hand-off: minivm-collector --attach -----------------------
+
+@test
+def attach_collector_hand_off():
+    """minivm-collector --attach=A,B,C,A: each running VM's remote agent
+    connects back (a ring each); B is killed (its final profile says it
+    died), A attached twice is refused once, the others get final profiles
+    when the collector stops, and the VMs run on without it."""
+    if not C.collector or not C.remote:
+        raise Skip("no --collector/--remote given")
+    vms = [Vm([FOREVER], f"coll_{i}", opts=["--young=4m"]) for i in range(3)]
+    coll = None
+    try:
+        for v in vms:
+            v.read_stdout()
+            v.wait_running()
+        a, b, c = (v.pid for v in vms)
+        out = os.path.join(C.work, "collector_out")
+        shutil.rmtree(out, ignore_errors=True)
+        err = rt.fresh("collector.err")
+        with open(err, "w") as e:
+            coll = subprocess.Popen([C.collector, "--socket=coll.sock", f"--out={out}",
+                                     f"--attach={a},{b},{c},{a}", "--attach-options=interval=64k"],
+                                    stdout=subprocess.DEVNULL, stderr=e, cwd=C.work,
+                                    preexec_fn=default_signals)
+
+        def log():
+            with open(err) as f:
+                return f.read()
+
+        def wait_log(pattern, count=1):
+            deadline = time.time() + 120
+            while len(re.findall(pattern, log())) < count:
+                check(time.time() < deadline and coll.poll() is None,
+                      f"collector log never had {count} x /{pattern}/:\n{log()}")
+                time.sleep(0.05)
+
+        wait_log(r"attached to pid \d+\n", 3)
+        wait_log(rf"cannot attach to pid {a}: .*remote: loaded twice")
+        for pid in (a, b, c):
+            check(re.search(rf"connection \d+ from pid {pid} \(buffer \d+ bytes, interval 65536\)",
+                            log()), f"no connection from {pid}:\n{log()}")
+        vms[1].kill()
+        wait_log(rf"wrote \S+heap\.{b}\.\d+\.final\.pb\.gz \(final: the VM died")
+        coll.send_signal(signal.SIGTERM)
+        check(coll.wait(timeout=120) == 0, f"collector exit:\n{log()}")
+        for pid in (a, c):
+            finals = [f for f in os.listdir(out) if re.match(rf"heap\.{pid}\.\d+\.final\.pb\.gz$", f)]
+            check(len(finals) == 1, f"final profiles of {pid}: {os.listdir(out)}")
+            prof = read_profile(os.path.join(out, finals[0]))
+            check("allocate_forever" in by_leaf(prof, 1, key=lambda fr: fr[0]),
+                  f"{finals[0]}: no allocate_forever")
+        for v in (vms[0], vms[2]):
+            check(v.p.poll() is None, "a VM ended with its collector")
+            v.p.send_signal(signal.SIGTERM)
+            check(v.finish() == 143, "SIGTERM")
+    finally:
+        if coll is not None and coll.poll() is None:
+            coll.kill()
+            coll.wait()
+        for v in vms:
+            v.kill()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--minivm", required=True)
+    ap.add_argument("--attach", required=True)
+    ap.add_argument("--heapprof", required=True)
+    ap.add_argument("--leakcheck", required=True)
+    ap.add_argument("--lifetimes", required=True)
+    ap.add_argument("--test-agents")
+    ap.add_argument("--collector", help="minivm-collector, for its --attach")
+    ap.add_argument("--remote", help="libremote.so, beside minivm's agents")
+    ap.add_argument("--work")
+    ap.add_argument("--full-sweep", action="store_true",
+                    help="the statistical test at two seeds (the Release build), else one")
+    ap.add_argument("-k", action="append")
+    a = ap.parse_args()
+    C.minivm = os.path.abspath(a.minivm)
+    C.attach = os.path.abspath(a.attach)
+    C.heapprof = os.path.abspath(a.heapprof)
+    C.leakcheck = os.path.abspath(a.leakcheck)
+    C.lifetimes = os.path.abspath(a.lifetimes)
+    C.test_agents = a.test_agents and os.path.abspath(a.test_agents)
+    C.full_sweep = a.full_sweep
+    C.collector = a.collector and os.path.abspath(a.collector)
+    C.remote = a.remote and os.path.abspath(a.remote)
+    C.work = os.path.abspath(a.work) if a.work else tempfile.mkdtemp(prefix="attach_tests_")
+    os.makedirs(C.work, exist_ok=True)
+    C.go = shutil.which("go") or next((p for p in ("/usr/lib/go/bin/go", "/usr/bin/go")
+                                       if os.path.exists(p)), None)
+    supp = os.path.join(HERE, "tsan.supp")
+    os.environ["TSAN_OPTIONS"] = ":".join(
+        o for o in (os.environ.get("TSAN_OPTIONS", ""), f"suppressions={supp}") if o)
+    # -agentlib: names resolve beside the agents given.
+    os.environ["MINIVM_AGENT_PATH"] = os.path.dirname(C.heapprof)
+    print(f"attach tests: work dir {C.work}; go: {C.go or 'not installed'}")
+    return rt.run_tests(TESTS, a.k)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

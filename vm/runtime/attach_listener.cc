@@ -1,0 +1,365 @@
+#include "vm/runtime/attach_listener.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gc/heap.h"
+#include "vm/runtime/attach_protocol.h"
+#include "vm/runtime/thread.h"
+#include "vm/runtime/vm.h"
+
+namespace minivm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+// A whole request must arrive, and the whole reply leave, within this.
+constexpr std::chrono::milliseconds kIoTimeout{2000};
+
+std::atomic<VM*> g_vm{nullptr};
+std::atomic<AttachAgentHost*> g_host{nullptr};
+
+// Only the dispatcher thread starts the listener; a failed start (an unsafe
+// folder) is retried at the next request.
+bool g_listening = false;
+// The socket file, once bound; read by RemoveAttachSocket at exit.
+std::atomic<bool> g_socket_bound{false};
+char g_socket_path[sizeof(sockaddr_un::sun_path)];
+
+void Complain(const std::string& message) {
+  std::fprintf(stderr, "minivm: attach: %s\n", message.c_str());
+}
+
+// Design point 2: the private folder must be ours, a real folder, 0700.
+bool PrivateDirectoryReady(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    Complain(absl::StrCat("cannot create ", dir, ": ", std::strerror(errno)));
+    return false;
+  }
+  struct stat st;
+  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+      (st.st_mode & 077) != 0) {
+    Complain(absl::StrCat("refusing ", dir, ": not a folder owned by this user with mode 0700"));
+    return false;
+  }
+  return true;
+}
+
+// Waits until fd is ready for `events` or the deadline passes.
+bool WaitFor(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    pollfd p{fd, events, 0};
+    const int n = poll(&p, 1, static_cast<int>(left));
+    if (n > 0) return true;
+    if (n < 0 && errno != EINTR) return false;
+  }
+}
+
+// Reads exactly `size` bytes; false on EOF, error or deadline.
+bool ReadExactly(int fd, char* buf, size_t size, Clock::time_point deadline) {
+  size_t got = 0;
+  while (got < size) {
+    if (!WaitFor(fd, POLLIN, deadline)) return false;
+    const ssize_t n = recv(fd, buf + got, size - got, MSG_DONTWAIT);
+    if (n == 0) return false;
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+      return false;
+    }
+    got += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+void SendAll(int fd, const std::string& data, Clock::time_point deadline) {
+  size_t sent = 0;
+  while (sent < data.size()) {
+    if (!WaitFor(fd, POLLOUT, deadline)) return;
+    const ssize_t n = send(fd, data.data() + sent, data.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+      return;
+    }
+    sent += static_cast<size_t>(n);
+  }
+}
+
+// ---- Commands --------------------------------------------------------------
+
+std::string ThreadDump(VM* vm) {
+  struct Dump {
+    int index;
+    std::string text;
+  };
+  std::vector<Dump> dumps;
+  const Program& program = vm->program();
+  // One safepoint: every attached thread stopped where its frames are
+  // precise, as GetAllStackTraces takes them. Only malloc'd memory here.
+  vm->heap()->RunAtSafepoint(nullptr, [&](gc::Mutator* m) {
+    const VMThread* t = VMThread::FromMutator(m);
+    const ReportedTrace trace = t->StackTrace(program);
+    std::string text = absl::StrCat("\"", t->name, "\" #", t->index, "\n");
+    for (size_t i = 0; i < trace.frames.size(); ++i) {
+      if (trace.omitted != 0 && i == kTraceInnermostFrames) {
+        absl::StrAppend(&text, "  ... ", trace.omitted, trace.omitted == 1 ? " frame" : " frames",
+                        " omitted\n");
+      }
+      const StackTraceEntry& e = trace.frames[i];
+      absl::StrAppend(&text, "  at ", e.function, " (", program.path, ":", e.line, ")\n");
+    }
+    dumps.push_back({t->index, std::move(text)});
+  });
+  if (dumps.empty()) return "";
+  std::sort(dumps.begin(), dumps.end(),
+            [](const Dump& a, const Dump& b) { return a.index < b.index; });
+  std::string out;
+  for (size_t i = 0; i < dumps.size(); ++i) {
+    if (i != 0) out += '\n';
+    out += dumps[i].text;
+  }
+  return out;
+}
+
+std::string HeapSummary(VM* vm, AttachAgentHost* host) {
+  gc::Heap* heap = vm->heap();
+  const std::vector<gc::SpaceUsage> spaces = heap->SpaceUsages(nullptr);
+  const gc::HeapStats stats = heap->Stats();
+  std::string out = absl::StrCat("heap: ", stats.heap_capacity_bytes, " bytes reserved\n");
+  for (const gc::SpaceUsage& s : spaces) {
+    absl::StrAppend(&out, "  ", s.name, ": ", s.used_bytes, " of ", s.capacity_bytes,
+                    " bytes used\n");
+  }
+  absl::StrAppend(&out, "collections: ", stats.minor_collections, " minor, ",
+                  stats.full_collections, " full (", heap->CollectionCount(), " in all); pauses ",
+                  stats.total_pause_ns / 1000, " us in all, longest ", stats.max_pause_ns / 1000,
+                  " us\n");
+  absl::StrAppend(&out, "allocated: ", stats.bytes_allocated, " bytes in retired TLABs and ",
+                  stats.large_objects_allocated, " large objects\n");
+  if (host != nullptr) {
+    out += host->DescribeSampling();
+  } else {
+    out += "sampling: off (no agent can be loaded into this VM)\n";
+  }
+  return out;
+}
+
+// Runs one validated request; false with the error text in *reply.
+bool Execute(const std::string& command, const std::string& argument, std::string* reply) {
+  VM* vm = g_vm.load(std::memory_order_acquire);
+  AttachAgentHost* host = g_host.load(std::memory_order_acquire);
+  if (vm == nullptr || !vm->started()) {
+    *reply = "the VM has not started its program yet; try again";
+    return false;
+  }
+  if (command == "threads") {
+    *reply = ThreadDump(vm);
+    if (reply->empty()) {
+      *reply = "the VM is ending";
+      return false;
+    }
+    return true;
+  }
+  if (command == "heap") {
+    *reply = HeapSummary(vm, host);
+    return true;
+  }
+  if (command == "gc") {
+    uint64_t before = 0;
+    for (const gc::SpaceUsage& s : vm->heap()->SpaceUsages(nullptr)) before += s.used_bytes;
+    if (!vm->heap()->CollectGarbage(nullptr, gc::GcCause::kExplicit)) {
+      *reply = "the VM is ending";
+      return false;
+    }
+    *reply = absl::StrCat("full collection done: ", before, " -> ",
+                          vm->heap()->Stats().heap_used_bytes, " bytes used\n");
+    return true;
+  }
+  if (host == nullptr) {
+    *reply = "this VM cannot load agents";
+    return false;
+  }
+  if (command == "agents") {
+    *reply = host->DescribeAgents();
+    return true;
+  }
+  // load
+  return host->LoadAgent(argument, reply);
+}
+
+// Reads, checks and answers one connection (design points 2 and 3).
+void Serve(int fd, uid_t self, uid_t test_uid) {
+  const Clock::time_point deadline = Clock::now() + kIoTimeout;
+  // A reply gets its own time: the request's may be used up (a silent
+  // client), and the reply is what tells the client why.
+  auto answer = [&](uint32_t status, const std::string& text) {
+    std::string t = text;
+    if (t.size() > attach::kMaxReplyBytes) t.resize(attach::kMaxReplyBytes);
+    SendAll(fd, attach::EncodeReply(status, t), Clock::now() + kIoTimeout);
+  };
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof cred) {
+    answer(attach::kStatusError, "cannot read the peer's credentials");
+    return;
+  }
+  const bool allowed = attach::PeerAllowed(cred.uid, self) &&
+                       (test_uid == static_cast<uid_t>(-1) || cred.uid == test_uid);
+  if (!allowed) {
+    answer(attach::kStatusError, absl::StrCat("permission denied: user ", cred.uid,
+                                              " may not attach to a VM of user ", self));
+    return;
+  }
+  char head[8];
+  if (!ReadExactly(fd, head, sizeof head, deadline)) {
+    answer(attach::kStatusError, "malformed request: incomplete header (or timed out)");
+    return;
+  }
+  if (std::memcmp(head, attach::kMagic, sizeof attach::kMagic) != 0) {
+    answer(attach::kStatusError, "malformed request: not the minivm attach protocol");
+    return;
+  }
+  const uint32_t size = attach::GetU32(reinterpret_cast<const unsigned char*>(head + 4));
+  if (size > attach::kMaxRequestBytes) {
+    answer(attach::kStatusError, absl::StrCat("malformed request: ", size, " bytes (at most ",
+                                              attach::kMaxRequestBytes, ")"));
+    return;
+  }
+  std::string payload(size, '\0');
+  if (!ReadExactly(fd, payload.data(), size, deadline)) {
+    answer(attach::kStatusError, "malformed request: incomplete body (or timed out)");
+    return;
+  }
+  std::string command, argument, error;
+  bool has_argument = false;
+  if (!attach::ParseRequestPayload(payload, &command, &argument, &has_argument, &error)) {
+    answer(attach::kStatusError, error);
+    return;
+  }
+  std::string reply;
+  const bool ok = Execute(command, argument, &reply);
+  answer(ok ? attach::kStatusOk : attach::kStatusError, reply);
+}
+
+void ListenerLoop(int listen_fd) {
+  const uid_t self = geteuid();
+  // Test seam (tests/tools): pretend only this uid may attach. It can only
+  // refuse more peers, never admit one the rule above refuses.
+  uid_t test_uid = static_cast<uid_t>(-1);
+  if (const char* s = std::getenv("MINIVM_ATTACH_TEST_ONLY_UID"); s != nullptr) {
+    uint32_t v = 0;
+    if (absl::SimpleAtoi(s, &v)) test_uid = static_cast<uid_t>(v);
+  }
+  for (;;) {
+    const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // Out of descriptors or memory: back off instead of spinning.
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
+      }
+      Complain(absl::StrCat("accept failed, no longer listening: ", std::strerror(errno)));
+      return;
+    }
+    Serve(fd, self, test_uid);
+    // Closing with unread input would reset the connection, and the peer
+    // could lose the reply: discard what has arrived (bounded) first.
+    char sink[4096];
+    for (size_t discarded = 0; discarded < (1u << 20);) {
+      const ssize_t n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+      if (n <= 0) break;
+      discarded += static_cast<size_t>(n);
+    }
+    shutdown(fd, SHUT_RDWR);
+    close(fd);
+  }
+}
+
+bool StartListener() {
+  const uid_t uid = geteuid();
+  const std::string dir = attach::AttachDirectory(uid);
+  if (!PrivateDirectoryReady(dir)) return false;
+  const std::string path = attach::SocketPath(uid, getpid());
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) {
+    Complain(absl::StrCat("socket path too long: ", path));
+    return false;
+  }
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    Complain(absl::StrCat("cannot create a socket: ", std::strerror(errno)));
+    return false;
+  }
+  unlink(path.c_str());  // a stale file of an earlier process with our pid
+  // The folder is 0700, so no one else can reach the socket in the moment
+  // between bind and chmod.
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
+      chmod(path.c_str(), 0600) != 0 || listen(fd, 16) != 0) {
+    Complain(absl::StrCat("cannot listen on ", path, ": ", std::strerror(errno)));
+    close(fd);
+    unlink(path.c_str());
+    return false;
+  }
+  std::memcpy(g_socket_path, path.c_str(), path.size() + 1);
+  g_socket_bound.store(true, std::memory_order_release);
+  try {
+    // Made from the dispatcher thread, so it inherits its all-blocked mask.
+    std::thread(ListenerLoop, fd).detach();
+  } catch (const std::system_error&) {
+    Complain("cannot start the listener thread");
+    g_socket_bound.store(false);
+    close(fd);
+    unlink(path.c_str());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void ConfigureAttach(VM* vm, AttachAgentHost* host) {
+  g_host.store(host, std::memory_order_release);
+  g_vm.store(vm, std::memory_order_release);
+}
+
+bool HandleAttachSignal() {
+  const std::string trigger = attach::TriggerPath(geteuid(), getpid());
+  struct stat st;
+  // Only a regular file of this user or root in the private folder counts.
+  if (lstat(trigger.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      (st.st_uid != geteuid() && st.st_uid != 0)) {
+    return false;
+  }
+  unlink(trigger.c_str());
+  if (!g_listening) g_listening = StartListener();
+  return true;
+}
+
+void RemoveAttachSocket() {
+  if (g_socket_bound.load(std::memory_order_acquire)) unlink(g_socket_path);
+}
+
+}  // namespace minivm

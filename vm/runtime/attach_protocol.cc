@@ -1,0 +1,85 @@
+#include "vm/runtime/attach_protocol.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace minivm::attach {
+
+bool IsKnownCommand(std::string_view command) {
+  for (std::string_view c : kCommands) {
+    if (c == command) return true;
+  }
+  return false;
+}
+
+bool CommandTakesArgument(std::string_view command) { return command == "load"; }
+
+std::string AttachDirectory(uid_t uid) { return absl::StrCat("/tmp/minivm-attach-", uid); }
+
+std::string SocketPath(uid_t uid, pid_t pid) {
+  return absl::StrCat(AttachDirectory(uid), "/", pid, ".sock");
+}
+
+std::string TriggerPath(uid_t uid, pid_t pid) {
+  return absl::StrCat(AttachDirectory(uid), "/", pid, ".trigger");
+}
+
+void PutU32(std::string* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+
+uint32_t GetU32(const unsigned char* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+
+std::string EncodeRequest(std::string_view command, std::string_view argument, bool has_argument) {
+  std::string payload(command);
+  if (has_argument) {
+    payload.push_back('\0');
+    payload.append(argument);
+  }
+  std::string out(kMagic, sizeof kMagic);
+  PutU32(&out, static_cast<uint32_t>(payload.size()));
+  out += payload;
+  return out;
+}
+
+std::string EncodeReply(uint32_t status, std::string_view text) {
+  std::string out(kMagic, sizeof kMagic);
+  PutU32(&out, status);
+  PutU32(&out, static_cast<uint32_t>(text.size()));
+  out.append(text);
+  return out;
+}
+
+bool ParseRequestPayload(std::string_view payload, std::string* command, std::string* argument,
+                         bool* has_argument, std::string* error) {
+  const size_t nul = payload.find('\0');
+  const std::string_view name = payload.substr(0, nul);
+  *has_argument = nul != std::string_view::npos;
+  const std::string_view arg = *has_argument ? payload.substr(nul + 1) : std::string_view();
+  if (arg.find('\0') != std::string_view::npos) {
+    *error = "malformed request: more than one argument";
+    return false;
+  }
+  if (!IsKnownCommand(name)) {
+    // Printable names only in the reply: the request may be anything.
+    bool printable = name.size() <= 64;
+    for (char c : name) printable = printable && c >= 0x21 && c <= 0x7e;
+    *error =
+        printable ? absl::StrCat("unknown command '", std::string(name), "'") : "unknown command";
+    return false;
+  }
+  if (CommandTakesArgument(name) && (!*has_argument || arg.empty())) {
+    *error = absl::StrCat("'", std::string(name), "' needs an argument");
+    return false;
+  }
+  if (!CommandTakesArgument(name) && *has_argument) {
+    *error = absl::StrCat("'", std::string(name), "' takes no argument");
+    return false;
+  }
+  *command = std::string(name);
+  *argument = std::string(arg);
+  return true;
+}
+
+}  // namespace minivm::attach

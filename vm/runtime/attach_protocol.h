@@ -1,0 +1,63 @@
+// The attach protocol shared by the VM's attach listener
+// (vm/runtime/attach_listener.h) and the `minivm-attach` client
+// (vm/attach/minivm_attach.cc). docs/attach.md is its reference.
+//
+// Files: one private folder per user, `/tmp/minivm-attach-<uid>` (mode 0700,
+// owned by that user), holding `<pid>.sock` (the VM's listening socket, mode
+// 0600) and `<pid>.trigger` (made by the client before it sends SIGQUIT; the
+// VM starts listening only when the file is there). The folder does not
+// follow $TMPDIR on purpose: the client and the VM must agree on it without
+// sharing an environment.
+//
+// Framing, one request and one reply per connection, integers little-endian:
+//   request: "MVA1" u32 length, then `length` bytes (at most kMaxRequestBytes):
+//            COMMAND, or COMMAND '\0' ARGUMENT; no other NUL byte.
+//   reply:   "MVA1" u32 status (0 = done, 1 = refused or failed)
+//            u32 length, then `length` bytes of text (at most kMaxReplyBytes).
+#ifndef MINIVM_VM_RUNTIME_ATTACH_PROTOCOL_H_
+#define MINIVM_VM_RUNTIME_ATTACH_PROTOCOL_H_
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace minivm::attach {
+
+inline constexpr char kMagic[4] = {'M', 'V', 'A', '1'};
+inline constexpr size_t kMaxRequestBytes = 16 * 1024;
+inline constexpr size_t kMaxReplyBytes = 16 * 1024 * 1024;
+inline constexpr uint32_t kStatusOk = 0;
+inline constexpr uint32_t kStatusError = 1;
+
+// The commands the VM knows; anything else is refused.
+inline constexpr std::string_view kCommands[] = {"load", "threads", "heap", "gc", "agents"};
+// True for a command that takes an argument (load); the others take none.
+bool CommandTakesArgument(std::string_view command);
+bool IsKnownCommand(std::string_view command);
+
+// The private folder of user `uid`, and the files of process `pid` in it.
+std::string AttachDirectory(uid_t uid);
+std::string SocketPath(uid_t uid, pid_t pid);
+std::string TriggerPath(uid_t uid, pid_t pid);
+
+// Whether a peer with user id `peer` may talk to a VM run by `self`: the
+// same user, or root.
+inline bool PeerAllowed(uid_t peer, uid_t self) { return peer == self || peer == 0; }
+
+// Encodes a request or a reply frame.
+std::string EncodeRequest(std::string_view command, std::string_view argument, bool has_argument);
+std::string EncodeReply(uint32_t status, std::string_view text);
+
+// A parsed request payload: false with *error set for anything malformed.
+bool ParseRequestPayload(std::string_view payload, std::string* command, std::string* argument,
+                         bool* has_argument, std::string* error);
+
+void PutU32(std::string* out, uint32_t v);
+uint32_t GetU32(const unsigned char* p);
+
+}  // namespace minivm::attach
+
+#endif  // MINIVM_VM_RUNTIME_ATTACH_PROTOCOL_H_
