@@ -33,6 +33,7 @@ struct JitConfig {
   std::string print_only;         // --print-jit=NAME: only that function's
   int opt_level = 2;              // LLVM optimisation level, 0..3
   FILE* log = stderr;             // where verbose and print output go
+  std::string perf_map;           // --perf-map: the perf map file to write, or "" (perf_map.h)
 };
 
 // Default hotness threshold for --jit=auto (--jit-threshold).
@@ -46,7 +47,8 @@ inline constexpr size_t kMaxCompiledBytecode = 8000;
 
 class Jit final : public JitHooks {
  public:
-  // Initialises LLVM's native target and an LLJIT instance for `vm`.
+  // Initialises LLVM's native target and an LLJIT instance for `vm`. A perf
+  // map file that cannot be written is FailedPrecondition.
   static absl::StatusOr<std::unique_ptr<Jit>> Create(const VM* vm, JitConfig config);
   ~Jit() override;
   Jit(const Jit&) = delete;
