@@ -20,8 +20,8 @@ llvm::Expected<std::unique_ptr<CappedCodeMemory>> CappedCodeMemory::Create(uint6
       new CappedCodeMemory(std::move(*inner), *page_size, limit));
 }
 
-void CappedCodeMemory::allocate(const llvm::jitlink::JITLinkDylib* jd,
-                                llvm::jitlink::LinkGraph& g, OnAllocatedFunction on_allocated) {
+void CappedCodeMemory::allocate(const llvm::jitlink::JITLinkDylib* jd, llvm::jitlink::LinkGraph& g,
+                                OnAllocatedFunction on_allocated) {
   // The size the inner manager will map for this graph (it lays the graph
   // out the same way).
   llvm::jitlink::BasicLayout layout(g);
@@ -38,11 +38,11 @@ void CappedCodeMemory::allocate(const llvm::jitlink::JITLinkDylib* jd,
           llvm::inconvertibleErrorCode()));
     }
   } while (!used_.compare_exchange_weak(used, used + size, std::memory_order_relaxed));
-  inner_->allocate(jd, g, [this, size, on_allocated = std::move(on_allocated)](
-                              AllocResult result) mutable {
-    if (!result) used_.fetch_sub(size, std::memory_order_relaxed);
-    on_allocated(std::move(result));
-  });
+  inner_->allocate(
+      jd, g, [this, size, on_allocated = std::move(on_allocated)](AllocResult result) mutable {
+        if (!result) used_.fetch_sub(size, std::memory_order_relaxed);
+        on_allocated(std::move(result));
+      });
 }
 
 void CappedCodeMemory::deallocate(std::vector<FinalizedAlloc> allocs,

@@ -39,8 +39,7 @@ class PerfMapPlugin final : public llvm::orc::ObjectLinkingLayer::Plugin {
 
   // Creates (truncates) `path`. FailedPrecondition, naming the path and the
   // reason, if it cannot.
-  static absl::StatusOr<std::shared_ptr<PerfMapPlugin>> Open(const std::string& path,
-                                                             Namer namer);
+  static absl::StatusOr<std::shared_ptr<PerfMapPlugin>> Open(const std::string& path, Namer namer);
   ~PerfMapPlugin() override;
 
   void modifyPassConfig(llvm::orc::MaterializationResponsibility& mr, llvm::jitlink::LinkGraph& g,
