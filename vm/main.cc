@@ -127,9 +127,16 @@ int main(int argc, char** argv) {
     jit_config.verbose = options->verbose_jit;
     jit_config.print = options->print_jit;
     jit_config.print_only = options->print_jit_only;
+    jit_config.perf_map = options->perf_map;
+    jit_config.memory_limit = options->jit_memory;
     absl::StatusOr<std::unique_ptr<minivm::jit::Jit>> jit =
         minivm::jit::Jit::Create(vm->get(), jit_config);
-    if (!jit.ok()) return Fail(jit.status().message());
+    // A --perf-map file that cannot be written is an option that cannot be
+    // honoured on this machine (1, docs/language.md); anything else, 2.
+    if (!jit.ok()) {
+      return Fail(jit.status().message(),
+                  jit.status().code() == absl::StatusCode::kFailedPrecondition ? 1 : 2);
+    }
     // --jit=eager: every function is compiled before the program starts.
     if (options->jit == minivm::JitMode::kEager) (*jit)->CompileAll();
     (*vm)->InstallJit(*std::move(jit), options->jit_threshold);

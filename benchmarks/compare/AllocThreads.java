@@ -14,7 +14,7 @@ public final class AllocThreads {
     long sum = 0;
     for (long i = 0; i < m; i++) {
       C c = new C(i, null);
-      keep[(int) (i % 16)] = c;
+      keep[(int) (i & 15)] = c;
     }
     for (int j = 0; j < 16; j++) sum += keep[j].value;
     return sum;

@@ -22,7 +22,7 @@ func work(m int64) int64 {
 	var sum int64
 	for i := int64(0); i < m; i++ {
 		c := &C{value: i}
-		keep[i%16] = c
+		keep[i&15] = c
 	}
 	for j := 0; j < 16; j++ {
 		sum += keep[j].value

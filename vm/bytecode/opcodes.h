@@ -59,7 +59,14 @@ enum class OperandKind : uint8_t { kU8, kU16, kU32, kI32, kV64 };
   X(LE,            (),           2,        1, "int <= int")                              \
   X(GT,            (),           2,        1, "int > int")                               \
   X(GE,            (),           2,        1, "int >= int")                              \
+  /* bitwise, ints only (docs/language.md): shift counts are taken & 63 */    \
+  X(BIT_AND,       (),           2,        1, "int & int")                               \
+  X(BIT_OR,        (),           2,        1, "int | int")                               \
+  X(BIT_XOR,       (),           2,        1, "int ^ int")                               \
+  X(SHL,           (),           2,        1, "a << (b & 63), wrapping at 63 bits")      \
+  X(SHR,           (),           2,        1, "a >> (b & 63), arithmetic (sign-filling)") \
   X(NEG,           (),           1,        1, "[a] -> [-a] for ints")                    \
+  X(BIT_NOT,       (),           1,        1, "[a] -> [~a] for ints")                    \
   X(NOT,           (),           1,        1, "[a] -> [1 if a is falsy else 0]")         \
   /* control flow */                                                           \
   X(JUMP,          (kI32),       0,        0, "forward jump")                            \

@@ -29,7 +29,7 @@ enum class ExprKind : uint8_t {
   kString,  // text: the literal's bytes, escapes resolved
   kNull,
   kName,    // text: a variable
-  kUnary,   // op (kMinus, kBang), left
+  kUnary,   // op (kMinus, kBang, kTilde), left
   kBinary,  // op, left, right; && and || included
   kCall,    // text: function or built-in, args
   kNew,     // text: class, args

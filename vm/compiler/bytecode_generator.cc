@@ -51,7 +51,9 @@ constexpr std::pair<TokenKind, Opcode> kBinaryOpcodes[] = {
     {TokenKind::kStar, Opcode::MUL}, {TokenKind::kSlash, Opcode::DIV},
     {TokenKind::kPercent, Opcode::MOD}, {TokenKind::kEq, Opcode::EQ}, {TokenKind::kNe, Opcode::NE},
     {TokenKind::kLt, Opcode::LT}, {TokenKind::kLe, Opcode::LE}, {TokenKind::kGt, Opcode::GT},
-    {TokenKind::kGe, Opcode::GE}};
+    {TokenKind::kGe, Opcode::GE}, {TokenKind::kAmp, Opcode::BIT_AND},
+    {TokenKind::kPipe, Opcode::BIT_OR}, {TokenKind::kCaret, Opcode::BIT_XOR},
+    {TokenKind::kShl, Opcode::SHL}, {TokenKind::kShr, Opcode::SHR}};
 
 // `op` is one of kBinaryOpcodes' tokens: the parser makes binary nodes of
 // no others.
@@ -499,7 +501,9 @@ void BytecodeGenerator::CompileLeaf(const Expr* e) {
       }
       CompileExpr(e->left);
       em_.set_line(e->pos.line);
-      em_.Emit(e->op == TokenKind::kMinus ? Opcode::NEG : Opcode::NOT);
+      em_.Emit(e->op == TokenKind::kMinus   ? Opcode::NEG
+               : e->op == TokenKind::kTilde ? Opcode::BIT_NOT
+                                            : Opcode::NOT);
       return;
     case ExprKind::kBinary:
       CompileLogical(e);

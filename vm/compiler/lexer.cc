@@ -80,7 +80,7 @@ constexpr std::pair<std::string_view, TokenKind> kSpelledTokens[] = {
 };
 
 // The punctuation token `rest` starts with and its length, the longest one
-// ("<=" rather than "<"); length 0 if none. A lone '&' or '|' is none.
+// ("<=" rather than "<", "&&" rather than "&"); length 0 if none.
 std::pair<TokenKind, size_t> MatchPunctuation(std::string_view rest) {
   std::pair<TokenKind, size_t> best = {TokenKind::kError, 0};
   for (const auto& [spelling, kind] : kSpelledTokens) {
@@ -151,14 +151,6 @@ Token Lexer::Next() {
     token.kind = kind;
   } else {
     switch (c) {
-      case '&':
-      case '|':  // "&&" and "||" are punctuation; a lone one is a mistake
-        Advance();
-        token.kind = TokenKind::kError;
-        Error(token.line, token.column,
-              absl::StrCat("unexpected character '", ShowByte(c), "' (did you mean '",
-                           std::string(2, c), "'?)"));
-        break;
       case '\'': {
         // A single-quoted "string": one error for the whole of it.
         size_t end = pos_ + 1;
@@ -179,8 +171,7 @@ Token Lexer::Next() {
         // `$x` is one bad word, not a bad character and then a name.
         const std::string shown = ShowCharacter(source_.substr(pos_));
         Advance();
-        while (!AtEnd() && (!CanStartToken(Peek()) || IsIdentChar(Peek())) && Peek() != '&' &&
-               Peek() != '|' && Peek() != '\'') {
+        while (!AtEnd() && (!CanStartToken(Peek()) || IsIdentChar(Peek())) && Peek() != '\'') {
           Advance();
         }
         token.kind = TokenKind::kError;

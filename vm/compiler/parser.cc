@@ -512,17 +512,26 @@ Expr* Parser::ParseExpression() {
   }
 
 MINIVM_BINARY_LEVEL(ParseOr, ParseAnd, TokenKind::kOrOr)
-MINIVM_BINARY_LEVEL(ParseAnd, ParseEquality, TokenKind::kAndAnd)
+// The bitwise levels sit where C and Java put them (docs/language.md,
+// "Bitwise operators"): `|` `^` `&` between `&&` and `==`, shifts between
+// the comparisons and `+`.
+MINIVM_BINARY_LEVEL(ParseAnd, ParseBitOr, TokenKind::kAndAnd)
+MINIVM_BINARY_LEVEL(ParseBitOr, ParseBitXor, TokenKind::kPipe)
+MINIVM_BINARY_LEVEL(ParseBitXor, ParseBitAnd, TokenKind::kCaret)
+MINIVM_BINARY_LEVEL(ParseBitAnd, ParseEquality, TokenKind::kAmp)
 MINIVM_BINARY_LEVEL(ParseEquality, ParseComparison, TokenKind::kEq, TokenKind::kNe)
-MINIVM_BINARY_LEVEL(ParseComparison, ParseTerm, TokenKind::kLt, TokenKind::kLe, TokenKind::kGt,
+MINIVM_BINARY_LEVEL(ParseComparison, ParseShift, TokenKind::kLt, TokenKind::kLe, TokenKind::kGt,
                     TokenKind::kGe)
+MINIVM_BINARY_LEVEL(ParseShift, ParseTerm, TokenKind::kShl, TokenKind::kShr)
 MINIVM_BINARY_LEVEL(ParseTerm, ParseFactor, TokenKind::kPlus, TokenKind::kMinus)
 MINIVM_BINARY_LEVEL(ParseFactor, ParseUnary, TokenKind::kStar, TokenKind::kSlash,
                     TokenKind::kPercent)
 #undef MINIVM_BINARY_LEVEL
 
 Expr* Parser::ParseUnary() {
-  if (!Check(TokenKind::kMinus) && !Check(TokenKind::kBang)) return ParsePostfix();
+  if (!Check(TokenKind::kMinus) && !Check(TokenKind::kBang) && !Check(TokenKind::kTilde)) {
+    return ParsePostfix();
+  }
   NestingGuard guard(this, &expr_depth_, kMaxNesting + 1);
   if (!guard.ok()) return nullptr;
   Expr* e = result_.module.NewExpr(ExprKind::kUnary, CurrentPos());

@@ -118,8 +118,12 @@ class Parser {
   Expr* ParseExpression();
   Expr* ParseOr();
   Expr* ParseAnd();
+  Expr* ParseBitOr();
+  Expr* ParseBitXor();
+  Expr* ParseBitAnd();
   Expr* ParseEquality();
   Expr* ParseComparison();
+  Expr* ParseShift();
   Expr* ParseTerm();
   Expr* ParseFactor();
   Expr* ParseUnary();

@@ -39,6 +39,12 @@ namespace minivm::compiler {
   X(kGe, ">=")                   \
   X(kAndAnd, "&&")               \
   X(kOrOr, "||")                 \
+  X(kAmp, "&")                   \
+  X(kPipe, "|")                  \
+  X(kCaret, "^")                 \
+  X(kTilde, "~")                 \
+  X(kShl, "<<")                  \
+  X(kShr, ">>")                  \
   X(kClass, "class")             \
   X(kFn, "fn")                   \
   X(kVar, "var")                 \

@@ -206,7 +206,7 @@ class IrGenerator {
 
   // --- instructions ----------------------------------------------------------
   void EmitInstruction(uint32_t off, int depth);
-  // ADD..GE, DIV, MOD: the integer fast path inline, else the runtime.
+  // ADD..GE, DIV, MOD, BIT_AND..SHR: the integer fast path inline, else the runtime.
   void EmitArithmetic(Opcode op, uint32_t off, int depth);
   LValue* IntFastPath(Opcode op, LValue* a, LValue* c);  // both tagged ints
   void EmitEquality(Opcode op, int depth);
@@ -391,6 +391,18 @@ LValue* IrGenerator::IntFastPath(Opcode op, LValue* a, LValue* c) {
       return Tag(b_.CreateSDiv(Untag(a), Untag(c)));
     case Opcode::MOD:
       return Tag(b_.CreateSRem(Untag(a), Untag(c)));
+    // Bitwise: as the interpreter, on the tagged bits; shifts untag and mask
+    // the count to 6 bits (so LLVM's shift is never poison).
+    case Opcode::BIT_AND:
+      return b_.CreateAnd(a, c);
+    case Opcode::BIT_OR:
+      return b_.CreateOr(a, c);
+    case Opcode::BIT_XOR:
+      return b_.CreateOr(b_.CreateXor(a, c), Const64(1));
+    case Opcode::SHL:
+      return Tag(b_.CreateShl(Untag(a), b_.CreateAnd(Untag(c), Const64(63))));
+    case Opcode::SHR:
+      return Tag(b_.CreateAShr(Untag(a), b_.CreateAnd(Untag(c), Const64(63))));
     case Opcode::LT:  // the tag bit does not change the order
       return TagBool(b_.CreateICmpSLT(a, c));
     case Opcode::LE:
@@ -745,23 +757,31 @@ void IrGenerator::EmitInstruction(uint32_t off, int depth) {
     case Opcode::LE:
     case Opcode::GT:
     case Opcode::GE:
+    case Opcode::BIT_AND:
+    case Opcode::BIT_OR:
+    case Opcode::BIT_XOR:
+    case Opcode::SHL:
+    case Opcode::SHR:
       EmitArithmetic(op, off, depth);
       break;
     case Opcode::EQ:
     case Opcode::NE:
       EmitEquality(op, depth);
       break;
-    case Opcode::NEG: {
+    case Opcode::NEG:
+    case Opcode::BIT_NOT: {
       LValue* a = Operand(depth, -1);
-      BasicBlock* bad = NewBlock("neg_type");
-      BasicBlock* ok = NewBlock("neg");
+      BasicBlock* bad = NewBlock("unary_type");
+      BasicBlock* ok = NewBlock("unary");
       CondBrUnlikely(b_.CreateNot(IsInt(a)), bad, ok);
       b_.SetInsertPoint(bad);
       Spill(fn_.num_locals + depth, off);
-      b_.CreateCall(Rt(kNegType), {thread_, a});
+      b_.CreateCall(Rt(kUnaryType), {thread_, b_.getInt32(static_cast<int>(op)), a});
       ReturnError();
       b_.SetInsertPoint(ok);
-      SetOperand(depth, -1, b_.CreateSub(Const64(2), a));
+      // -x is 2 - bits; ~x flips every bit but the tag.
+      SetOperand(depth, -1,
+                 op == Opcode::NEG ? b_.CreateSub(Const64(2), a) : b_.CreateXor(a, Const64(~1ull)));
       break;
     }
     case Opcode::NOT:

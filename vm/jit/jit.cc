@@ -2,11 +2,20 @@
 // compilation and the background compiler thread.
 //
 // Design:
-//  1. One LLVM module (and context) per Function: a failure stays local to
-//     its Function, compile time is measured per Function, and compiling one
-//     never waits for another. Calls between compiled Functions go through
-//     Function::jit_code (ir_generator.cc, design 8), so modules never reference
-//     each other's symbols.
+//  1. Functions are compiled in groups: each is emitted into the group's
+//     LLVM module and verified on its own (one that fails is erased again,
+//     so a failure stays local to its Function); the module is then
+//     optimised and linked into memory in one piece. --jit=auto compiles
+//     groups of one (what the queue holds); --jit=eager batches the program
+//     (kBatchFunctions functions or kBatchBytecode bytes each), so 100,000
+//     functions are a few hundred modules and mappings, not 100,000 (one
+//     per function cost milliseconds of fixed work each and exhausted
+//     vm.max_map_count above about 33k). Emitting each function into its
+//     own module and merging with llvm::Linker was rejected: the linker
+//     re-scans the growing module per merge, quadratic in the group. Calls
+//     between compiled Functions go through Function::jit_code
+//     (ir_generator.cc, design 8), so functions never reference each
+//     other's symbols and a group's optimisation cannot inline across them.
 //  2. Optimisation: LLVM's standard per-module pipeline at -O2 (SROA/mem2reg
 //     turn the slot allocas into registers; GVN, LICM and instcombine clean
 //     up the tag tests), then CodeGen at -O2 through LLJIT's default
@@ -19,6 +28,16 @@
 //     store after LLJIT has materialised it.
 //  4. Runtime entry points (runtime.h) are absolute symbols in the main
 //     JITDylib; nothing else is resolved from the process.
+//  5. Linking: JITLink's ObjectLinkingLayer with .eh_frame registration,
+//     configured here as LLJIT configures it by default on x86-64 and
+//     AArch64 (small code model, PIC), so that the JIT's own plugins can
+//     see each linked function's final address range (perf_map.h).
+//  6. Code memory is capped (--jit-memory, code_memory.h). A group that does
+//     not fit, like any other failure to compile, link or map, leaves its
+//     functions interpreted with one line each under --verbose:jit; ORC's
+//     own error reports are routed to those lines instead of stderr (no
+//     "JIT session error" floods), and once the cap is reached nothing more
+//     is compiled.
 #include "vm/jit/jit.h"
 
 #include <cctype>
@@ -32,8 +51,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "llvm/ExecutionEngine/Orc/Core.h"
+#include "llvm/ExecutionEngine/Orc/EPCEHFrameRegistrar.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h"
 #include "llvm/ExecutionEngine/Orc/ThreadSafeModule.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
@@ -47,7 +68,9 @@
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
+#include "vm/jit/code_memory.h"
 #include "vm/jit/ir_generator.h"
+#include "vm/jit/perf_map.h"
 #include "vm/jit/runtime.h"
 #include "vm/runtime/thread.h"
 
@@ -66,6 +89,16 @@ std::string SymbolFor(const Function& fn) {
   std::string s = absl::StrCat("minivm.", fn.index, ".");
   for (char c : fn.name) s.push_back((std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_');
   return s;
+}
+
+// The perf map's name for a linked symbol (SymbolFor's "minivm.INDEX.NAME"):
+// `minivm:NAME (FILE:LINE)`, "" for anything else.
+std::string PerfMapName(const Program& program, llvm::StringRef symbol) {
+  if (!symbol.consume_front("minivm.")) return "";
+  size_t index = 0;
+  if (symbol.consumeInteger(10, index) || index >= program.functions.size()) return "";
+  const Function& fn = *program.functions[index];
+  return absl::StrCat("minivm:", fn.name, " (", program.path, ":", fn.line, ")");
 }
 
 llvm::OptimizationLevel ToLevel(int level) {
@@ -94,6 +127,19 @@ struct Jit::Impl {
   std::mutex compile_mu;
   Stats stats;  // guarded by compile_mu
 
+  CappedCodeMemory* code_memory = nullptr;  // owned by the linking layer
+  bool memory_full = false;                 // guarded by compile_mu (design 6)
+  // The latest error ORC reported through the session rather than through
+  // a lookup's result: the reason a group failed.
+  std::mutex session_error_mu;
+  std::string session_error;  // guarded by session_error_mu
+
+  // Compiles the functions of `fns` that are neither compiled nor refused
+  // as one group (design 1). Caller holds compile_mu.
+  void CompileGroup(const std::vector<const Function*>& fns);
+  // Marks `fn` kFailed with one line under --verbose:jit.
+  void Refuse(const Function* fn, absl::string_view why);
+
   // The background compiler (design 3).
   std::mutex queue_mu;
   std::condition_variable queue_cv;
@@ -119,14 +165,51 @@ absl::StatusOr<std::unique_ptr<Jit>> Jit::Create(const VM* vm, JitConfig config)
   if (!jtmb) return absl::InternalError(absl::StrCat("JIT: ", ToString(jtmb.takeError())));
   jtmb->setCodeGenOptLevel(impl->config.opt_level == 0 ? llvm::CodeGenOptLevel::None
                                                        : llvm::CodeGenOptLevel::Default);
+  // What LLJIT sets when it picks JITLink itself (design 5).
+  jtmb->setCodeModel(llvm::CodeModel::Small);
+  jtmb->setRelocationModel(llvm::Reloc::PIC_);
   llvm::Expected<std::unique_ptr<llvm::TargetMachine>> tm = jtmb->createTargetMachine();
   if (!tm) return absl::InternalError(absl::StrCat("JIT: ", ToString(tm.takeError())));
   impl->target_machine = std::move(*tm);
 
+  std::shared_ptr<PerfMapPlugin> perf_map;
+  if (!impl->config.perf_map.empty()) {
+    const Program* program = &vm->program();
+    absl::StatusOr<std::shared_ptr<PerfMapPlugin>> opened = PerfMapPlugin::Open(
+        impl->config.perf_map,
+        [program](llvm::StringRef symbol) { return PerfMapName(*program, symbol); });
+    if (!opened.ok()) return opened.status();
+    perf_map = *std::move(opened);
+  }
+  Impl* raw_impl = impl.get();
+  auto create_linking_layer = [perf_map, raw_impl](llvm::orc::ExecutionSession& es,
+                                                   const llvm::Triple&)
+      -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
+    llvm::Expected<std::unique_ptr<CappedCodeMemory>> memory =
+        CappedCodeMemory::Create(raw_impl->config.memory_limit);
+    if (!memory) return memory.takeError();
+    raw_impl->code_memory = memory->get();
+    auto layer = std::make_unique<llvm::orc::ObjectLinkingLayer>(es, std::move(*memory));
+    llvm::Expected<std::unique_ptr<llvm::orc::EPCEHFrameRegistrar>> eh_frames =
+        llvm::orc::EPCEHFrameRegistrar::Create(es);
+    if (!eh_frames) return eh_frames.takeError();
+    layer->addPlugin(
+        std::make_unique<llvm::orc::EHFrameRegistrationPlugin>(es, std::move(*eh_frames)));
+    if (perf_map != nullptr) layer->addPlugin(perf_map);
+    return layer;
+  };
   llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>> lljit =
-      llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
+      llvm::orc::LLJITBuilder()
+          .setJITTargetMachineBuilder(std::move(*jtmb))
+          .setObjectLinkingLayerCreator(std::move(create_linking_layer))
+          .create();
   if (!lljit) return absl::InternalError(absl::StrCat("JIT: ", ToString(lljit.takeError())));
   impl->lljit = std::move(*lljit);
+  impl->lljit->getExecutionSession().setErrorReporter([raw_impl](llvm::Error e) {
+    std::string message = ToString(std::move(e));
+    std::lock_guard<std::mutex> lock(raw_impl->session_error_mu);
+    raw_impl->session_error = std::move(message);
+  });
 
   llvm::orc::SymbolMap symbols;
   for (const RuntimeSymbol& s : RuntimeSymbols()) {
@@ -180,72 +263,135 @@ absl::Status Jit::Impl::Optimize(llvm::Module* module) {
 
 bool Jit::Compile(const Function* fn) {
   std::lock_guard<std::mutex> lock(impl_->compile_mu);
-  if (fn->jit_code.load(std::memory_order_acquire) != nullptr) return true;
-  if (fn->code.size() > kMaxCompiledBytecode) {
-    fn->jit_state.store(JitState::kFailed, std::memory_order_relaxed);
-    if (impl_->config.verbose) {
-      absl::FPrintF(impl_->config.log,
-                    "[jit] %s: stays interpreted: %d bytes of bytecode, more than the %d compiled\n",
-                    fn->name, fn->code.size(), kMaxCompiledBytecode);
-    }
-    return false;
-  }
-  const auto start = std::chrono::steady_clock::now();
-  const std::string symbol = SymbolFor(*fn);
-
-  auto fail = [&](absl::string_view why) {
-    fn->jit_state.store(JitState::kFailed, std::memory_order_relaxed);
-    ++impl_->stats.failed;
-    if (impl_->config.verbose) {
-      absl::FPrintF(impl_->config.log, "[jit] %s: not compiled, stays interpreted: %s\n", fn->name,
-                    why);
-    }
-    return false;
-  };
-
-  auto context = std::make_unique<llvm::LLVMContext>();
-  auto module = std::make_unique<llvm::Module>(symbol, *context);
-  module->setDataLayout(impl_->lljit->getDataLayout());
-  module->setTargetTriple(impl_->lljit->getTargetTriple().str());
-  if (absl::Status s = EmitFunction(*impl_->vm, *fn, symbol, module.get()); !s.ok()) {
-    return fail(s.message());
-  }
-  std::string verifier_errors;
-  llvm::raw_string_ostream verifier_stream(verifier_errors);
-  if (llvm::verifyModule(*module, &verifier_stream)) {
-    verifier_stream.flush();
-    return fail(absl::StrCat("invalid IR: ", verifier_errors.substr(0, verifier_errors.find('\n'))));
-  }
-  if (absl::Status s = impl_->Optimize(module.get()); !s.ok()) return fail(s.message());
-  if (impl_->config.print && (impl_->config.print_only.empty() || impl_->config.print_only == fn->name)) {
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    module->getFunction(symbol)->print(os);
-    os.flush();
-    absl::FPrintF(impl_->config.log, "; --print-jit: %s\n%s\n", fn->name, text);
-  }
-  if (llvm::Error e = impl_->lljit->addIRModule(
-          llvm::orc::ThreadSafeModule(std::move(module), std::move(context)))) {
-    return fail(ToString(std::move(e)));
-  }
-  llvm::Expected<llvm::orc::ExecutorAddr> address = impl_->lljit->lookup(symbol);
-  if (!address) return fail(ToString(address.takeError()));
-  fn->jit_code.store(address->toPtr<JitEntry>(), std::memory_order_release);
-  fn->jit_state.store(JitState::kCompiled, std::memory_order_relaxed);
-
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  ++impl_->stats.compiled;
-  impl_->stats.total_ms += ms;
-  if (impl_->config.verbose) {
-    absl::FPrintF(impl_->config.log, "[jit] compiled %s (%d bytes of bytecode) in %.3fms at %p\n",
-                  fn->name, fn->code.size(), ms, address->toPtr<void*>());
-  }
-  return true;
+  impl_->CompileGroup({fn});
+  return fn->jit_code.load(std::memory_order_acquire) != nullptr;
 }
 
 void Jit::CompileAll() {
-  for (const auto& fn : impl_->vm->program().functions) Compile(fn.get());
+  std::lock_guard<std::mutex> lock(impl_->compile_mu);
+  std::vector<const Function*> batch;
+  size_t bytes = 0;
+  for (const auto& fn : impl_->vm->program().functions) {
+    batch.push_back(fn.get());
+    bytes += fn->code.size();
+    if (batch.size() >= kBatchFunctions || bytes >= kBatchBytecode) {
+      impl_->CompileGroup(batch);
+      batch.clear();
+      bytes = 0;
+    }
+  }
+  if (!batch.empty()) impl_->CompileGroup(batch);
+}
+
+void Jit::Impl::Refuse(const Function* fn, absl::string_view why) {
+  fn->jit_state.store(JitState::kFailed, std::memory_order_relaxed);
+  ++stats.failed;
+  if (config.verbose) {
+    absl::FPrintF(config.log, "[jit] %s: not compiled, stays interpreted: %s\n", fn->name, why);
+  }
+}
+
+void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns) {
+  const auto start = std::chrono::steady_clock::now();
+  auto context = std::make_unique<llvm::LLVMContext>();
+  auto group = std::make_unique<llvm::Module>(SymbolFor(*fns.front()), *context);
+  group->setDataLayout(lljit->getDataLayout());
+  group->setTargetTriple(lljit->getTargetTriple().str());
+  std::vector<std::pair<const Function*, std::string>> members;
+  for (const Function* fn : fns) {
+    if (fn->jit_code.load(std::memory_order_acquire) != nullptr) continue;
+    if (fn->code.size() > kMaxCompiledBytecode) {
+      fn->jit_state.store(JitState::kFailed, std::memory_order_relaxed);
+      if (config.verbose) {
+        absl::FPrintF(config.log,
+                      "[jit] %s: stays interpreted: %d bytes of bytecode, more than the %d "
+                      "compiled\n",
+                      fn->name, fn->code.size(), kMaxCompiledBytecode);
+      }
+      continue;
+    }
+    if (memory_full) {
+      Refuse(fn, absl::StrCat("JIT memory limit reached (--jit-memory=", config.memory_limit,
+                              " bytes)"));
+      continue;
+    }
+    // Emitted straight into the group's module; a function that fails is
+    // erased again, leaving the others (and the shared declarations of the
+    // runtime entry points) intact.
+    std::string symbol = SymbolFor(*fn);
+    absl::Status emitted = EmitFunction(*vm, *fn, symbol, group.get());
+    llvm::Function* ir = group->getFunction(symbol);
+    if (emitted.ok() && ir != nullptr) {
+      std::string verifier_errors;
+      llvm::raw_string_ostream verifier_stream(verifier_errors);
+      if (llvm::verifyFunction(*ir, &verifier_stream)) {
+        verifier_stream.flush();
+        emitted = absl::InternalError(
+            absl::StrCat("invalid IR: ", verifier_errors.substr(0, verifier_errors.find('\n'))));
+      }
+    }
+    if (!emitted.ok()) {
+      if (ir != nullptr) ir->eraseFromParent();
+      Refuse(fn, emitted.message());
+      continue;
+    }
+    members.emplace_back(fn, std::move(symbol));
+  }
+  if (members.empty()) return;
+  auto refuse_all = [&](absl::string_view why) {
+    for (const auto& member : members) Refuse(member.first, why);
+  };
+  if (absl::Status s = Optimize(group.get()); !s.ok()) return refuse_all(s.message());
+  if (config.print) {
+    for (const auto& [fn, symbol] : members) {
+      if (!config.print_only.empty() && config.print_only != fn->name) continue;
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      group->getFunction(symbol)->print(os);
+      os.flush();
+      absl::FPrintF(config.log, "; --print-jit: %s\n%s\n", fn->name, text);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(session_error_mu);
+    session_error.clear();
+  }
+  if (llvm::Error e =
+          lljit->addIRModule(llvm::orc::ThreadSafeModule(std::move(group), std::move(context)))) {
+    return refuse_all(ToString(std::move(e)));
+  }
+  // The first lookup compiles, links and maps the whole group.
+  std::vector<void*> addresses;
+  for (const auto& member : members) {
+    llvm::Expected<llvm::orc::ExecutorAddr> address = lljit->lookup(member.second);
+    if (!address) {
+      std::string why = ToString(address.takeError());
+      {
+        std::lock_guard<std::mutex> lock(session_error_mu);
+        if (!session_error.empty()) why = session_error;  // the cause, not "failed to materialize"
+      }
+      if (code_memory != nullptr && why.find("JIT memory limit") != std::string::npos) {
+        memory_full = true;
+      }
+      return refuse_all(why);
+    }
+    addresses.push_back(address->toPtr<void*>());
+  }
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  stats.compiled += members.size();
+  stats.total_ms += ms;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const Function* fn = members[i].first;
+    fn->jit_code.store(reinterpret_cast<JitEntry>(addresses[i]), std::memory_order_release);
+    fn->jit_state.store(JitState::kCompiled, std::memory_order_relaxed);
+    if (config.verbose) {
+      // A group's time is shared out evenly among its functions.
+      absl::FPrintF(config.log, "[jit] compiled %s (%d bytes of bytecode) in %.3fms at %p\n",
+                    fn->name, fn->code.size(), ms / static_cast<double>(members.size()),
+                    addresses[i]);
+    }
+  }
 }
 
 void Jit::OnHot(VMThread* t, const Function* fn) {

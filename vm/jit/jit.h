@@ -25,6 +25,17 @@
 
 namespace minivm::jit {
 
+// --jit=eager compiles the program in batches of at most this many
+// functions or this much bytecode (jit.cc, design 1): large enough that a
+// batch's fixed costs (a module, an object file, a mapping) are shared by
+// many functions, small enough that a batch is milliseconds.
+inline constexpr size_t kBatchFunctions = 512;
+inline constexpr size_t kBatchBytecode = 64 * 1024;
+
+// Default --jit-memory, as HotSpot's 240 MB ReservedCodeCacheSize: about
+// half a million small functions.
+inline constexpr uint64_t kDefaultJitMemory = uint64_t{256} << 20;
+
 struct JitConfig {
   JitMode mode = JitMode::kAuto;  // kAuto or kEager
   bool sync = false;              // --jit-sync: compile on the thread that found the function hot
@@ -33,6 +44,8 @@ struct JitConfig {
   std::string print_only;         // --print-jit=NAME: only that function's
   int opt_level = 2;              // LLVM optimisation level, 0..3
   FILE* log = stderr;             // where verbose and print output go
+  std::string perf_map;           // --perf-map: the perf map file to write, or "" (perf_map.h)
+  uint64_t memory_limit = kDefaultJitMemory;  // --jit-memory: code memory cap (code_memory.h)
 };
 
 // Default hotness threshold for --jit=auto (--jit-threshold).
@@ -46,7 +59,8 @@ inline constexpr size_t kMaxCompiledBytecode = 8000;
 
 class Jit final : public JitHooks {
  public:
-  // Initialises LLVM's native target and an LLJIT instance for `vm`.
+  // Initialises LLVM's native target and an LLJIT instance for `vm`. A perf
+  // map file that cannot be written is FailedPrecondition.
   static absl::StatusOr<std::unique_ptr<Jit>> Create(const VM* vm, JitConfig config);
   ~Jit() override;
   Jit(const Jit&) = delete;

@@ -32,8 +32,8 @@ int32_t minivm_jit_equal(uint64_t a, uint64_t b) noexcept {
   return minivm::ValuesEqualSlow(Value::FromBits(a), Value::FromBits(b)) ? 1 : 0;
 }
 
-void minivm_jit_neg_type(VMThread* t, uint64_t a) noexcept {
-  minivm::RaiseNegType(t, Value::FromBits(a));
+void minivm_jit_unary_type(VMThread* t, uint32_t opcode, uint64_t a) noexcept {
+  minivm::RaiseUnaryType(t, static_cast<minivm::Opcode>(opcode), Value::FromBits(a));
 }
 
 int64_t minivm_jit_field_slot(VMThread* t, uint64_t obj, uint32_t symbol,

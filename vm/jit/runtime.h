@@ -43,14 +43,15 @@
   /* TLAB). The object, or null with `heap exhausted` raised. */                                \
   X(kNew, minivm_jit_new, minivm::gc::Object*,                                                   \
     (minivm::VMThread* t, const minivm::Klass* klass, uint64_t size))                            \
-  /* ADD..GE, DIV, MOD off the integer fast path; 1 on success, 0 raised. */                    \
+  /* ADD..GE, DIV, MOD, BIT_AND..SHR off the integer fast path; 1 on success, 0 raised. */   \
   X(kBinary, minivm_jit_binary, int32_t,                                                         \
     (minivm::VMThread* t, uint32_t opcode, minivm::gc::Value* operands))                         \
   /* EQ/NE on two references with different bits: 1 if equal Strings. Pure: it neither */     \
   /* writes memory the caller can see nor reaches a safepoint (so no spill around it). */       \
   X(kEqual, minivm_jit_equal, int32_t, (uint64_t a, uint64_t b))                                 \
-  /* NEG on a non-int: raises; compiled code then returns kError. */                            \
-  X(kNegType, minivm_jit_neg_type, void, (minivm::VMThread* t, uint64_t a))                      \
+  /* NEG or BIT_NOT on a non-int: raises; compiled code then returns kError. */                \
+  X(kUnaryType, minivm_jit_unary_type, void,                                                     \
+    (minivm::VMThread* t, uint32_t opcode, uint64_t a))                                          \
   /* GET_FIELD/SET_FIELD after an inline-cache miss: the slot, or -1 raised. */                 \
   X(kFieldSlot, minivm_jit_field_slot, int64_t,                                                  \
     (minivm::VMThread* t, uint64_t obj, uint32_t symbol, minivm::FieldCache* cache,              \

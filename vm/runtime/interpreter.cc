@@ -92,6 +92,10 @@ inline void InitFields(gc::Mutator* m, Object* obj, const Value* args, int argc)
   }
 }
 
+// A shift's count: the right operand's low 6 bits, as Java takes a long
+// shift's count (so -1 shifts by 63, 64 by 0). Any int is a valid count.
+inline int ShiftCount(Value b) { return static_cast<int>(b.AsInt() & 63); }
+
 inline Outcome RunCompiled(VMThread* t, JitEntry code, Frame* frame, uint32_t entry) {
   return static_cast<Outcome>(code(t, frame, entry));
 }
@@ -261,6 +265,14 @@ op_SET_INDEX : {
   INT_BINARY(SUB, Value::FromBits(a.bits() - b.bits() + 1))
   INT_BINARY(MUL, Value::Int(static_cast<int64_t>(static_cast<uint64_t>(a.AsInt()) *
                                                   static_cast<uint64_t>(b.AsInt()))))
+  // Bitwise operators on the tagged bits: the tag (bit 0 = 1) survives & and
+  // |, and ^ clears it, so it is set again. Shifts untag; ShiftCount masks.
+  INT_BINARY(BIT_AND, Value::FromBits(a.bits() & b.bits()))
+  INT_BINARY(BIT_OR, Value::FromBits(a.bits() | b.bits()))
+  INT_BINARY(BIT_XOR, Value::FromBits((a.bits() ^ b.bits()) | 1))
+  INT_BINARY(SHL, Value::Int(static_cast<int64_t>(static_cast<uint64_t>(a.AsInt())
+                                                  << ShiftCount(b))))
+  INT_BINARY(SHR, Value::Int(a.AsInt() >> ShiftCount(b)))
   INT_BINARY(LT, Value::Int(static_cast<int64_t>(a.bits()) < static_cast<int64_t>(b.bits())))
   INT_BINARY(LE, Value::Int(static_cast<int64_t>(a.bits()) <= static_cast<int64_t>(b.bits())))
   INT_BINARY(GT, Value::Int(static_cast<int64_t>(a.bits()) > static_cast<int64_t>(b.bits())))
@@ -299,11 +311,21 @@ op_NEG : {
   const Value a = sp[-1];
   if (ABSL_PREDICT_FALSE(!a.IsInt())) {
     SYNC();
-    RaiseNegType(t, a);
+    RaiseUnaryType(t, Opcode::NEG, a);
     return Outcome::kError;
   }
   sp[-1] = Value::FromBits(uint64_t{2} - a.bits());
   NEXT(NEG);
+}
+op_BIT_NOT : {
+  const Value a = sp[-1];
+  if (ABSL_PREDICT_FALSE(!a.IsInt())) {
+    SYNC();
+    RaiseUnaryType(t, Opcode::BIT_NOT, a);
+    return Outcome::kError;
+  }
+  sp[-1] = Value::FromBits(a.bits() ^ ~uint64_t{1});  // ~x, tag bit kept
+  NEXT(BIT_NOT);
 }
 op_NOT:
   sp[-1] = Value::Int(!sp[-1].IsTruthy());

@@ -1,5 +1,7 @@
 #include "vm/runtime/options.h"
 
+#include <unistd.h>
+
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -130,6 +132,19 @@ absl::StatusOr<Options> ParseOptions(int argc, const char* const* argv) {
       if (v.empty()) return absl::InvalidArgumentError("--print-jit=: expected a function name");
       o.print_jit = true;
       o.print_jit_only = std::string(v);
+    } else if (ValueOf(arg, "--jit-memory", &v)) {
+      absl::StatusOr<size_t> s = ParseSize(std::string_view(v.data(), v.size()));
+      if (!s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("--jit-memory: ", s.status().message()));
+      }
+      if (*s == 0) return absl::InvalidArgumentError("--jit-memory: the size must be positive");
+      o.jit_memory = *s;
+    } else if (arg == "--perf-map") {
+      // The only file perf looks in for JIT code (vm/jit/perf_map.h).
+      o.perf_map = absl::StrCat("/tmp/perf-", getpid(), ".map");
+    } else if (ValueOf(arg, "--perf-map", &v)) {
+      if (v.empty()) return absl::InvalidArgumentError("--perf-map=: expected a file");
+      o.perf_map = std::string(v);
     } else if (absl::StartsWith(arg, "-agentpath:") || absl::StartsWith(arg, "-agentlib:")) {
       o.agents.emplace_back(arg);
     } else if (arg == "--heap-profile" || arg == "--heap-profile=") {
@@ -189,6 +204,10 @@ Options come before the program; everything after it is the program's.
                              going on (deterministic tiering, for tests; HotSpot's -Xbatch)
   --verbose:jit              one line per compiled (or failed) function and per OSR, on stderr
   --print-jit[=<function>]   print the LLVM IR of each compiled function on stderr
+  --jit-memory=<size>        cap on compiled code memory (default 256m); past it, functions
+                             stay interpreted
+  --perf-map[=<file>]        write each compiled function's address range for Linux perf
+                             to /tmp/perf-<pid>.map (or <file>), as it is compiled
   -agentpath:<path>[=<opts>] load an agent library
   -agentlib:<name>[=<opts>]  load lib<name>.so from the VM's agent folder
   --help                     this text

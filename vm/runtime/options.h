@@ -33,6 +33,8 @@ struct Options {
   bool verbose_jit = false;       // --verbose:jit
   bool print_jit = false;         // --print-jit[=NAME]
   std::string print_jit_only;     // NAME, or empty for every function
+  std::string perf_map;           // --perf-map[=FILE]: the file, or empty for none
+  uint64_t jit_memory = uint64_t{256} << 20;  // --jit-memory (vm/jit/jit.h, kDefaultJitMemory)
   size_t tlab_bytes = 0;          // --tlab-size: fixed TLAB size; 0 = adaptive
   // -agentpath:/-agentlib: options exactly as written, in command-line order;
   // parsed and loaded by the agent API (agent_api/agent_loader.h).

@@ -21,7 +21,8 @@ namespace {
 constexpr std::pair<Opcode, const char*> kOperatorSymbols[] = {
     {Opcode::ADD, "+"}, {Opcode::SUB, "-"}, {Opcode::MUL, "*"},  {Opcode::DIV, "/"},
     {Opcode::MOD, "%"}, {Opcode::LT, "<"},  {Opcode::LE, "<="}, {Opcode::GT, ">"},
-    {Opcode::GE, ">="}};
+    {Opcode::GE, ">="}, {Opcode::BIT_AND, "&"}, {Opcode::BIT_OR, "|"}, {Opcode::BIT_XOR, "^"},
+    {Opcode::SHL, "<<"}, {Opcode::SHR, ">>"}, {Opcode::NEG, "-"}, {Opcode::BIT_NOT, "~"}};
 
 const char* OpSymbol(Opcode op) {
   for (const auto& [opcode, symbol] : kOperatorSymbols) {
@@ -71,8 +72,9 @@ bool ValuesEqualSlow(Value a, Value b) {
   return IsString(a) && IsString(b) && StringEquals(a.AsRef(), b.AsRef());
 }
 
-void RaiseNegType(VMThread* t, Value a) {
-  t->Raise(ErrorKind::kTypeError, absl::StrCat("unary - expects an int, got ", TypeName(a)));
+void RaiseUnaryType(VMThread* t, Opcode op, Value a) {
+  t->Raise(ErrorKind::kTypeError,
+           absl::StrCat("unary ", OpSymbol(op), " expects an int, got ", TypeName(a)));
 }
 
 // Resolves a field for `obj` (an arbitrary value) through the Klass, updates

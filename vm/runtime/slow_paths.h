@@ -31,7 +31,8 @@ bool BinarySlow(VMThread* t, Opcode op, gc::Value* operands);
 // never raises, never reaches a safepoint.
 bool ValuesEqualSlow(gc::Value a, gc::Value b);
 
-void RaiseNegType(VMThread* t, gc::Value a);
+// NEG or BIT_NOT (`op`) on `a`, which is not an int: a type error.
+void RaiseUnaryType(VMThread* t, Opcode op, gc::Value a);
 
 // GET_FIELD/SET_FIELD after a cache miss: the slot of `symbol` in `obj` (any
 // value); updates `cache`. -1 with the error raised. Never allocates.

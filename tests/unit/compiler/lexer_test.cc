@@ -54,6 +54,18 @@ TEST(LexerTest, PunctuationAndOperators) {
                           K::kLt, K::kLe, K::kGt, K::kGe, K::kAndAnd, K::kOrOr));
 }
 
+TEST(LexerTest, BitwiseOperatorsTakeTheLongestSpelling) {
+  // "&&" and "||" win over "&" and "|"; "<<" over "<", but "<=" stays one
+  // token; ">>=" is ">>" then "=" (there are no compound assignments).
+  Lexed l = LexAll("& | ^ ~ << >> &&& ||| <<= >>= a&b|c");
+  EXPECT_THAT(Errors(l), IsEmpty());
+  using K = TokenKind;
+  EXPECT_THAT(Kinds(l), ElementsAre(K::kAmp, K::kPipe, K::kCaret, K::kTilde, K::kShl, K::kShr,
+                                    K::kAndAnd, K::kAmp, K::kOrOr, K::kPipe, K::kShl, K::kAssign,
+                                    K::kShr, K::kAssign, K::kIdentifier, K::kAmp, K::kIdentifier,
+                                    K::kPipe, K::kIdentifier));
+}
+
 TEST(LexerTest, KeywordsAndIdentifiers) {
   Lexed l = LexAll(
       "class fn var if else while for return break continue new null true false spawn "
@@ -149,13 +161,12 @@ TEST(LexerTest, BackslashAtEndOfInput) {
 }
 
 TEST(LexerTest, InvalidCharactersOneErrorPerRun) {
-  static constexpr char kSource[] = "a @#$ b \0\x01 c \xC3\xA9 d & e | f";
+  static constexpr char kSource[] = "a @#$ b \0\x01 c \xC3\xA9 d ` e \\ f";
   Lexed l = LexAll(std::string(kSource, sizeof(kSource) - 1));
   EXPECT_THAT(Errors(l),
               ElementsAre("1:3: unexpected character '@'", "1:9: unexpected character '\\x00'",
                           "1:14: unexpected character '\xC3\xA9'",
-                          "1:19: unexpected character '&' (did you mean '&&'?)",
-                          "1:23: unexpected character '|' (did you mean '||'?)"));
+                          "1:19: unexpected character '`'", "1:23: unexpected character '\\'"));
   using K = TokenKind;
   EXPECT_THAT(Kinds(l), ElementsAre(K::kIdentifier, K::kError, K::kIdentifier, K::kError,
                                     K::kIdentifier, K::kError, K::kIdentifier, K::kError,
