@@ -271,6 +271,20 @@ def attach_heapprof_unbiased_after_attach():
     print(f"    {checks} checks, --seed={' and '.join(map(str, seeds))}, |z| <= {Z}")
 
 
+def dump_until_sampled(pid, path, site="allocate_forever", tries=600):
+    """Dumps the attached heapprof's profile to path until `site` is in it:
+    an instance just started has sampled nothing until the program has
+    allocated an interval's worth, and how soon that is is up to the
+    scheduler. A condition waited for, never a duration: only the overall
+    limit (tries x 0.1 s) ends the wait, and then the test fails."""
+    for _ in range(tries):
+        ok(pid, "load", f"heapprof=dump,file={path}")
+        if site in by_leaf(read_profile(path), 1, key=lambda fr: fr[0]):
+            return True
+        time.sleep(0.1)
+    return False
+
+
 @test
 def attach_heapprof_dump_set_stop_start():
     """async-profiler style control by repeated attach: dump now, change the
@@ -287,8 +301,7 @@ def attach_heapprof_dump_set_stop_start():
         dump1 = rt.fresh("control_dump1.pb.gz")
         out = ok(v.pid, "load", f"heapprof=dump,file={dump1}")
         check(f"heapprof: wrote {dump1}" in out, out)
-        prof = read_profile(dump1)
-        check("allocate_forever" in by_leaf(prof, 1, key=lambda fr: fr[0]), "dump has the site")
+        check(dump_until_sampled(v.pid, dump1), "no dump has the site")
         out = ok(v.pid, "load", "heapprof=set,interval=4k")
         check("heapprof: sampling interval now 4096 bytes" in out, out)
         check("sampling: interval 4096 bytes; sampled by:" in ok(v.pid, "heap"), "interval set")
@@ -304,6 +317,9 @@ def attach_heapprof_dump_set_stop_start():
         one_line_error(r, 1, r"no attached heapprof is running", "dump after stop")
         final2 = rt.fresh("control_final2.pb.gz")
         ok(v.pid, "load", f"heapprof=file={final2},top=0")
+        # Something sampled by the second instance before the VM ends.
+        check(dump_until_sampled(v.pid, rt.fresh("control_dump2.pb.gz")),
+              "the second start sampled nothing")
         v.p.send_signal(signal.SIGTERM)
         check(v.finish() == 143, "SIGTERM")
         check(os.path.getsize(final2) > 0, "no final profile of the second start")

@@ -2017,8 +2017,12 @@ def vm_signal_agent_thread():
         out = re.sub(r"^line \d+\n", "", r.stdout(), flags=re.M)
         check(got == code, f"{sig.name}: exit code {got}, want {code}\n{r.stderr()[-2000:]}")
         check("PASS heapsampler\n" in out, f"{sig.name}: stdout {out!r}")
-        check(re.search(r"callbacks: waited for a collection ([1-9]\d*), handles ok \1\n", out),
-              f"{sig.name}: no callback waited for a collection: {out!r}")
+        # A callback that had waited may be stopped for good by the signal's
+        # VM death before it checks its handle (it parks on re-entering the
+        # VM), at most one per allocating thread (3): so ok <= waited <= ok + 3.
+        m = re.search(r"callbacks: waited for a collection (\d+), handles ok (\d+)\n", out)
+        check(m and 1 <= int(m[2]) <= int(m[1]) <= int(m[2]) + 3,
+              f"{sig.name}: no callback waited for a collection and kept its handle: {out!r}")
 
 
 @test
