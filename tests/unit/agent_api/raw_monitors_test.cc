@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/unit/agent_api/agent_test_util.h"
 
 namespace minivm::agent::testing {
 namespace {
@@ -267,6 +268,46 @@ TEST_F(RawMonitorTest, HugeTimeoutsDoNotOverflow) {
   ASSERT_EQ(RawMonitorExitImpl(m_), VMTI_ERROR_NONE);
   waiter.join();
   EXPECT_EQ(result, VMTI_ERROR_NONE);
+}
+
+// Design point 4: once VM death begins, an agent thread's RawMonitorWait
+// returns VMTI_ERROR_INTERRUPT with the monitor owned again, whether it was
+// waiting already or waits later; waits on other threads are not
+// interrupted. Needs a VM: agent threads are VM threads.
+class InterruptTest : public ToolTest {
+ protected:
+  static inline vmtiRawMonitorID monitor_ = nullptr;
+  static inline std::atomic<vmtiError> wait_result_{VMTI_ERROR_INTERNAL};
+  static inline std::atomic<vmtiError> exit_result_{VMTI_ERROR_INTERNAL};
+
+  static void WaitForever(vmtiEnv* env, void*) {
+    EXPECT_EQ(env->RawMonitorEnter(monitor_), VMTI_ERROR_NONE);
+    wait_result_ = env->RawMonitorWait(monitor_, 0);
+    exit_result_ = env->RawMonitorExit(monitor_);
+  }
+};
+
+TEST_F(InterruptTest, VmDeathInterruptsAgentThreadWaitsOnly) {
+  vmtiEnv* env = NewEnv();
+  ASSERT_EQ(env->CreateRawMonitor("interrupt", &monitor_), VMTI_ERROR_NONE);
+  vmtiEventCallbacks cb = RecordingCallbacks();
+  cb.VMInit = [](vmtiEnv* env, vmtiThread) {
+    EXPECT_EQ(env->RunAgentThread("waiter", &WaitForever, nullptr, nullptr), VMTI_ERROR_NONE);
+  };
+  ASSERT_EQ(env->SetEventCallbacks(&cb, sizeof cb), VMTI_ERROR_NONE);
+  ASSERT_EQ(env->SetEventNotificationMode(VMTI_ENABLE, VMTI_EVENT_VM_INIT, nullptr),
+            VMTI_ERROR_NONE);
+  // The VM's destructor (inside Run) waits for the agent thread to finish:
+  // without the interrupt this would never return.
+  ASSERT_EQ(Run(AllocatingProgram(1, false)), 0) << err_;
+  EXPECT_EQ(wait_result_, VMTI_ERROR_INTERRUPT);
+  EXPECT_EQ(exit_result_, VMTI_ERROR_NONE) << "the monitor is owned again after the interrupt";
+
+  // This thread is no agent thread: its timed wait just times out.
+  ASSERT_EQ(RawMonitorEnterImpl(monitor_), VMTI_ERROR_NONE);
+  EXPECT_EQ(RawMonitorWaitImpl(monitor_, 1), VMTI_ERROR_NONE);
+  EXPECT_EQ(RawMonitorExitImpl(monitor_), VMTI_ERROR_NONE);
+  EXPECT_EQ(DestroyRawMonitorImpl(monitor_), VMTI_ERROR_NONE);
 }
 
 }  // namespace
