@@ -44,7 +44,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
 from run_tool_tests import (  # noqa: E402 (the shared decoder and test runner)
-    Skip, _fields, check, decode_profile, run_tests)
+    Ctx, Skip, _fields, check, decode_profile, run_tests, test_registry)
 
 Z = 5.7  # per-check bound, docs/sampling.md section 4
 
@@ -55,18 +55,7 @@ COMMIT = 1 << 63
 K_ALLOC, K_FREE, K_PROMOTE, K_METHOD, K_LINE, K_CLASS, K_THREAD = range(1, 8)
 
 
-TESTS = []
-
-
-def test(fn):
-    TESTS.append(fn)
-    return fn
-
-
-class Ctx:
-    pass
-
-
+TESTS, test = test_registry()
 C = Ctx()
 
 

@@ -16,7 +16,6 @@ only catch hangs. The statistical check uses fixed seeds (printed) and
 The last line of output is `N passed, M failed`.
 """
 import argparse
-import math
 import os
 import re
 import shutil
@@ -37,12 +36,7 @@ from run_tool_tests import C, Skip, Z, check, read_profile, by_leaf  # noqa: E40
 HERE = os.path.dirname(os.path.abspath(__file__))
 PHASES = os.path.join(HERE, "attach_phases.mv")
 FOREVER = os.path.join(HERE, "forever.mv")
-TESTS = []
-
-
-def test(fn):
-    TESTS.append(fn)
-    return fn
+TESTS, test = rt.test_registry()
 
 
 def attach(pid, *args, timeout=60):
@@ -248,20 +242,10 @@ def attach_heapprof_unbiased_after_attach():
             v.kill()
         prof = read_profile(out)
         got_b = by_leaf(prof, 1, key=lambda fr: fr[0])
-        got_o = by_leaf(prof, 0, key=lambda fr: fr[0])
         check("before" not in got_b, f"--seed={seed}: objects from before the attach: {got_b}")
         check(set(got_b) <= {"small", "medium", "large", "wait_here", "main"},
               f"--seed={seed}: unexpected sites {sorted(got_b)}")
-        for fn, (n, s) in sizes.items():
-            p = -math.expm1(-s / interval)
-            for got, want, var, what in (
-                    (got_b.get(fn, 0), n * s, n * s * s * (1 - p) / p, "bytes"),
-                    (got_o.get(fn, 0), n, n * (1 - p) / p, "objects")):
-                sd = math.sqrt(var) + 1
-                z = (got - want) / sd
-                check(abs(z) <= Z, f"--seed={seed} {fn} {what}: estimate {got}, truth {want}, "
-                                   f"sd {sd:.0f}, z = {z:.2f}")
-                checks += 1
+        checks += rt.check_site_estimates(prof, sizes, interval, seed)
         comments = rt.comments_of(out)
         check(any("objects allocated before the attach are not in this profile" in c
                   for c in comments), f"comments: {comments}")
