@@ -13,7 +13,6 @@
 // signal, so two clients attaching at once never send a SIGQUIT the VM
 // would take for Ctrl-\), send SIGQUIT, and wait for the socket.
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -39,7 +38,8 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using minivm::attach::Clock;
+using minivm::attach::IoResult;
 constexpr std::chrono::seconds kTimeout{10};
 
 constexpr char kUsage[] =
@@ -89,34 +89,6 @@ int Connect(const std::string& path) {
     return -1;
   }
   return fd;
-}
-
-bool WaitFor(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return false;
-    pollfd p{fd, events, 0};
-    const int n = poll(&p, 1, static_cast<int>(left));
-    if (n > 0) return true;
-    if (n < 0 && errno != EINTR) return false;
-  }
-}
-
-// 0: all read; 1: EOF or error; 2: deadline.
-int ReadExactly(int fd, char* buf, size_t size, Clock::time_point deadline) {
-  size_t got = 0;
-  while (got < size) {
-    if (!WaitFor(fd, POLLIN, deadline)) return 2;
-    const ssize_t n = recv(fd, buf + got, size - got, MSG_DONTWAIT);
-    if (n == 0) return 1;
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      return 1;
-    }
-    got += static_cast<size_t>(n);
-  }
-  return 0;
 }
 
 // Makes sure the VM's private folder exists with the VM's owner and 0700
@@ -263,43 +235,34 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
-  // Send, then read the reply within what is left of the 10 s.
-  size_t sent = 0;
-  while (sent < request.size()) {
-    if (!WaitFor(fd, POLLOUT, deadline)) {
-      close(fd);
-      return Fail(absl::StrCat("process ", pid, " did not answer within ", kTimeout.count(), " s"),
-                  1);
-    }
-    const ssize_t n =
-        send(fd, request.data() + sent, request.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      break;  // the VM may have refused and closed: read its reply
-    }
-    sent += static_cast<size_t>(n);
+  // Send, then read the reply within what is left of the 10 s. A send error
+  // is not fatal: the VM may have refused and closed, and its reply says why.
+  if (minivm::attach::SendAll(fd, request, deadline) == IoResult::kTimedOut) {
+    close(fd);
+    return Fail(absl::StrCat("process ", pid, " did not answer within ", kTimeout.count(), " s"),
+                1);
   }
   char head[12];
-  const int got = ReadExactly(fd, head, sizeof head, deadline);
-  if (got == 2) {
+  const IoResult got = minivm::attach::ReadExactly(fd, head, sizeof head, deadline);
+  if (got == IoResult::kTimedOut) {
     close(fd);
     return Fail(absl::StrCat("process ", pid, " did not answer within ", kTimeout.count(), " s"),
                 1);
   }
   const uint32_t status = minivm::attach::GetU32(reinterpret_cast<unsigned char*>(head + 4));
   const uint32_t size = minivm::attach::GetU32(reinterpret_cast<unsigned char*>(head + 8));
-  if (got != 0 || std::memcmp(head, minivm::attach::kMagic, 4) != 0 ||
+  if (got != IoResult::kDone || std::memcmp(head, minivm::attach::kMagic, 4) != 0 ||
       status > minivm::attach::kStatusError || size > minivm::attach::kMaxReplyBytes) {
     close(fd);
     return Fail(absl::StrCat("process ", pid, " sent no valid minivm attach reply"), 1);
   }
   std::string text(size, '\0');
-  const int body = ReadExactly(fd, text.data(), size, deadline);
+  const IoResult body = minivm::attach::ReadExactly(fd, text.data(), size, deadline);
   close(fd);
-  if (body != 0) {
+  if (body != IoResult::kDone) {
     return Fail(absl::StrCat("process ", pid,
-                             body == 2 ? " did not finish its reply within 10 s"
-                                       : " sent an incomplete reply"),
+                             body == IoResult::kTimedOut ? " did not finish its reply within 10 s"
+                                                         : " sent an incomplete reply"),
                 1);
   }
   if (status != minivm::attach::kStatusOk) return Fail(text, 1);

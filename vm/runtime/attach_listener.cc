@@ -1,7 +1,6 @@
 #include "vm/runtime/attach_listener.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -30,7 +29,8 @@
 namespace minivm {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using attach::Clock;
+using attach::IoResult;
 // A whole request must arrive, and the whole reply leave, within this.
 constexpr std::chrono::milliseconds kIoTimeout{2000};
 
@@ -61,48 +61,6 @@ bool PrivateDirectoryReady(const std::string& dir) {
     return false;
   }
   return true;
-}
-
-// Waits until fd is ready for `events` or the deadline passes.
-bool WaitFor(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return false;
-    pollfd p{fd, events, 0};
-    const int n = poll(&p, 1, static_cast<int>(left));
-    if (n > 0) return true;
-    if (n < 0 && errno != EINTR) return false;
-  }
-}
-
-// Reads exactly `size` bytes; false on EOF, error or deadline.
-bool ReadExactly(int fd, char* buf, size_t size, Clock::time_point deadline) {
-  size_t got = 0;
-  while (got < size) {
-    if (!WaitFor(fd, POLLIN, deadline)) return false;
-    const ssize_t n = recv(fd, buf + got, size - got, MSG_DONTWAIT);
-    if (n == 0) return false;
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
-      return false;
-    }
-    got += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-void SendAll(int fd, const std::string& data, Clock::time_point deadline) {
-  size_t sent = 0;
-  while (sent < data.size()) {
-    if (!WaitFor(fd, POLLOUT, deadline)) return;
-    const ssize_t n = send(fd, data.data() + sent, data.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
-      return;
-    }
-    sent += static_cast<size_t>(n);
-  }
 }
 
 // ---- Commands --------------------------------------------------------------
@@ -215,7 +173,8 @@ void Serve(int fd, uid_t self, uid_t test_uid) {
   auto answer = [&](uint32_t status, const std::string& text) {
     std::string t = text;
     if (t.size() > attach::kMaxReplyBytes) t.resize(attach::kMaxReplyBytes);
-    SendAll(fd, attach::EncodeReply(status, t), Clock::now() + kIoTimeout);
+    // A client gone or stuck gets no reply; nothing else to do about it.
+    attach::SendAll(fd, attach::EncodeReply(status, t), Clock::now() + kIoTimeout);
   };
   ucred cred{};
   socklen_t len = sizeof cred;
@@ -231,7 +190,7 @@ void Serve(int fd, uid_t self, uid_t test_uid) {
     return;
   }
   char head[8];
-  if (!ReadExactly(fd, head, sizeof head, deadline)) {
+  if (attach::ReadExactly(fd, head, sizeof head, deadline) != IoResult::kDone) {
     answer(attach::kStatusError, "malformed request: incomplete header (or timed out)");
     return;
   }
@@ -246,7 +205,7 @@ void Serve(int fd, uid_t self, uid_t test_uid) {
     return;
   }
   std::string payload(size, '\0');
-  if (!ReadExactly(fd, payload.data(), size, deadline)) {
+  if (attach::ReadExactly(fd, payload.data(), size, deadline) != IoResult::kDone) {
     answer(attach::kStatusError, "malformed request: incomplete body (or timed out)");
     return;
   }

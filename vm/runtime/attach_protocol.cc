@@ -1,5 +1,10 @@
 #include "vm/runtime/attach_protocol.h"
 
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+
 #include "absl/strings/str_cat.h"
 
 namespace minivm::attach {
@@ -80,6 +85,47 @@ bool ParseRequestPayload(std::string_view payload, std::string* command, std::st
   *command = std::string(name);
   *argument = std::string(arg);
   return true;
+}
+
+bool WaitFor(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    pollfd p{fd, events, 0};
+    const int n = poll(&p, 1, static_cast<int>(left));
+    if (n > 0) return true;
+    if (n < 0 && errno != EINTR) return false;
+  }
+}
+
+IoResult ReadExactly(int fd, char* buf, size_t size, Clock::time_point deadline) {
+  size_t got = 0;
+  while (got < size) {
+    if (!WaitFor(fd, POLLIN, deadline)) return IoResult::kTimedOut;
+    const ssize_t n = recv(fd, buf + got, size - got, MSG_DONTWAIT);
+    if (n == 0) return IoResult::kClosed;
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+      return IoResult::kClosed;
+    }
+    got += static_cast<size_t>(n);
+  }
+  return IoResult::kDone;
+}
+
+IoResult SendAll(int fd, std::string_view data, Clock::time_point deadline) {
+  size_t sent = 0;
+  while (sent < data.size()) {
+    if (!WaitFor(fd, POLLOUT, deadline)) return IoResult::kTimedOut;
+    const ssize_t n = send(fd, data.data() + sent, data.size() - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+      return IoResult::kClosed;
+    }
+    sent += static_cast<size_t>(n);
+  }
+  return IoResult::kDone;
 }
 
 }  // namespace minivm::attach

@@ -19,6 +19,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -57,6 +58,21 @@ bool ParseRequestPayload(std::string_view payload, std::string* command, std::st
 
 void PutU32(std::string* out, uint32_t v);
 uint32_t GetU32(const unsigned char* p);
+
+// Socket I/O with a deadline, for both ends: neither may hang on a silent or
+// slow peer. The socket may be blocking; each call polls, then sends or
+// receives with MSG_DONTWAIT, and sends never raise SIGPIPE.
+using Clock = std::chrono::steady_clock;
+enum class IoResult {
+  kDone,      // everything read or sent
+  kClosed,    // end of file or an error before that
+  kTimedOut,  // the deadline passed first
+};
+// Waits until `fd` is ready for `events` (poll's); false at the deadline or
+// on an error.
+bool WaitFor(int fd, short events, Clock::time_point deadline);
+IoResult ReadExactly(int fd, char* buf, size_t size, Clock::time_point deadline);
+IoResult SendAll(int fd, std::string_view data, Clock::time_point deadline);
 
 }  // namespace minivm::attach
 
