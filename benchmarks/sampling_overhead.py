@@ -62,14 +62,15 @@ def main():
     args = ap.parse_args()
     cfgs = configs(os.path.abspath(args.agent), args.interval)
     overrides = dict(a.split("=", 1) for a in args.args)
+    # The programs asked for (all by default), each with its arguments.
+    programs = [(name, path, overrides[name].split() if name in overrides else pargs)
+                for name, path, pargs in PROGRAMS
+                if not args.program or name in args.program]
     if args.callgrind:
         print(f"minivm sampling overhead: instructions (callgrind), interval {args.interval} B, "
               f"VM options {args.vm_arg or 'none'}")
         print(f"{'program':14} " + " ".join(f"{name:>14}" for name, _ in cfgs))
-        for name, path, pargs in PROGRAMS:
-            if args.program and name not in args.program:
-                continue
-            pargs = overrides[name].split() if name in overrides else pargs
+        for name, path, pargs in programs:
             counts = {c: count_instructions([args.minivm, *args.vm_arg, *copts, path, *pargs])
                       for c, copts in cfgs if c != "off-again"}
             counts["off-again"] = counts["off"]
@@ -80,14 +81,11 @@ def main():
     print(f"minivm sampling overhead: {args.rounds} interleaved rounds, "
           f"interval {args.interval} B, median CPU seconds (user+sys)")
     print(f"{'program':14} " + " ".join(f"{name:>12}" for name, _ in cfgs))
-    for name, path, pargs in PROGRAMS:
-        if args.program and name not in args.program:
-            continue
+    for name, path, pargs in programs:
         times = {c: [] for c, _ in cfgs}
         for _ in range(args.rounds):
             for cname, copts in cfgs:
-                times[cname].append(run_once([args.minivm, *args.vm_arg, *copts, path,
-                                              *(overrides[name].split() if name in overrides else pargs)])[0])
+                times[cname].append(run_once([args.minivm, *args.vm_arg, *copts, path, *pargs])[0])
         med = {c: statistics.median(v) for c, v in times.items()}
         print(f"{name:14} " + " ".join(f"{med[c]:12.3f}" for c, _ in cfgs))
         print(f"{'  ratio':14} " + " ".join(f"{med[c] / med['off']:12.4f}" for c, _ in cfgs))

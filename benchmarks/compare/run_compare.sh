@@ -34,12 +34,11 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-MINIVM=${1:-$HERE/../../build/bin/minivm}
-if [[ ! -x "$MINIVM" ]]; then
-  echo "$0: not an executable: $MINIVM (usage: $0 [path/to/minivm])" >&2
-  exit 2
-fi
-MINIVM=$(cd "$(dirname "$MINIVM")" && pwd)/$(basename "$MINIVM")
+# median_seconds, same_output, ratio, private_minivm
+source "$HERE/../lib.sh"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+private_minivm "$0" "${1:-}"
 RUNS=${RUNS:-3}
 DEPTHS=${DEPTHS:-"18 20"}
 THREADS=${THREADS:-"1 4"}
@@ -52,14 +51,6 @@ JAVAC=${JAVAC:-javac}
 GO=${GO:-go}
 BT_MV=$HERE/../programs/binary_trees.mv
 
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-# Time a private copy: a rebuild of the original during the run must not
-# change the binary between tables.
-MINIVM_ORIG=$MINIVM
-cp "$MINIVM" "$TMP/minivm"
-MINIVM=$TMP/minivm
-
 # --- build ---------------------------------------------------------------
 "$JAVAC" -d "$TMP/java" "$HERE/BinaryTrees.java" "$HERE/AllocThreads.java"
 mkdir -p "$TMP/go"
@@ -68,9 +59,6 @@ for p in binary_trees alloc_threads; do
 done
 
 # --- helpers ---------------------------------------------------------------
-# median_seconds, same_output, ratio
-source "$HERE/../lib.sh"
-
 # timed_log OUT CMD...: runs CMD once with stdout+stderr to OUT; prints wall s.
 timed_log() {
   local out=$1 start end

@@ -21,11 +21,11 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-MINIVM=${1:-$HERE/../../build/bin/minivm}
-if [[ ! -x "$MINIVM" ]]; then
-  echo "$0: not an executable: $MINIVM (usage: $0 [path/to/minivm])" >&2
-  exit 2
-fi
+source "$HERE/../lib.sh"  # median_seconds, same_output, ratio, private_minivm
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+private_minivm "$0" "${1:-}"
+MV=$MINIVM
 RUNS=${RUNS:-5}
 ALLOC_N=${ALLOC_N:-200000000}
 FIB_N=${FIB_N:-35}
@@ -33,11 +33,6 @@ BT_DEPTH=${BT_DEPTH:-20}
 JAVA=${JAVA:-java}
 JAVAC=${JAVAC:-javac}
 GO=${GO:-go}
-
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-cp "$MINIVM" "$TMP/minivm"
-MV=$TMP/minivm
 
 "$JAVAC" -d "$TMP/java" "$HERE/AllocLoop.java" "$HERE/Fib.java" "$HERE/../compare/BinaryTrees.java"
 mkdir -p "$TMP/go"
@@ -47,10 +42,9 @@ for src in "$HERE/alloc_loop.go" "$HERE/fib.go" "$HERE/../compare/binary_trees.g
 done
 
 status=0
-source "$HERE/../lib.sh"  # median_seconds, same_output, ratio
 
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "minivm: $MINIVM ($("$MV" --version 2>&1 | head -1)); java: $("$JAVA" -version 2>&1 | head -1); go: $("$GO" version)"
+echo "minivm: $MINIVM_ORIG ($("$MV" --version 2>&1 | head -1)); java: $("$JAVA" -version 2>&1 | head -1); go: $("$GO" version)"
 echo "each time: median of $RUNS runs, whole-process wall time; ratio = runtime time / minivm --jit=eager time"
 
 # table NAME PER_UNIT_N MV_PROGRAM ARGS JAVA_CLASS GO_BINARY
