@@ -20,6 +20,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from checklib import write_program  # noqa: E402 (tests/checklib.py)
+
 PROGRAM = """
 class Pair { a, b }
 fn make(n) {
@@ -57,9 +60,7 @@ def main():
     ap.add_argument("--agent", required=True)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "pairs.mv")
-        with open(path, "w") as f:
-            f.write(PROGRAM)
+        path = write_program(tmp, "pairs.mv", PROGRAM)
         _, off = run(args.minivm, [], path)
         out0, every = run(args.minivm, [f"-agentpath:{args.agent}=interval=0,only=Pair"], path)
         _, sparse = run(args.minivm, [f"-agentpath:{args.agent}=interval=524288"], path)

@@ -23,13 +23,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from checklib import checker, verdict, write_program  # noqa: E402 (tests/checklib.py)
+
 failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
+check = checker(failures)
 
 
 def program(n):
@@ -56,9 +54,7 @@ def main():
     source, expected = program(n)
     print(f"{n} functions")
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "many.mv")
-        with open(path, "w") as f:
-            f.write(source)
+        path = write_program(tmp, "many.mv", source)
         want = f"{expected}\n"
         for mode in ("eager", "auto", "off"):
             rc, out, err = run([args.minivm, f"--jit={mode}", path])
@@ -92,11 +88,7 @@ def main():
             rc, out, err = run([args.minivm, bad, path])
             check(rc == 2 and out == "" and len(err.splitlines()) == 1 and "--jit-memory" in err,
                   f"{bad}: rc={rc} err={err!r}")
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    print("many-functions checks passed")
-    return 0
+    return verdict(failures, "many-functions checks passed")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from checklib import checker, verdict, write_program  # noqa: E402 (tests/checklib.py)
+
 PROGRAM = """\
 class Box { v }
 fn add(a, b) { return a + b; }
@@ -54,12 +57,7 @@ COMPILED = re.compile(r"^\[jit\] compiled (\S+) \(.*\) in [0-9.]+ms at (0x[0-9a-
 MAP_LINE = re.compile(r"^([0-9a-f]+) ([0-9a-f]+) (.+)$")
 
 failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
+check = checker(failures)
 
 
 def run(cmd, **kw):
@@ -109,9 +107,7 @@ def main():
     ap.add_argument("--minivm", required=True)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        prog = os.path.join(tmp, "prog.mv")
-        with open(prog, "w") as f:
-            f.write(PROGRAM)
+        prog = write_program(tmp, "prog.mv", PROGRAM)
 
         # 1. The default file, under --jit=eager.
         pid, rc, out, err = run([args.minivm, "--jit=eager", "--verbose:jit", "--perf-map", prog])
@@ -181,11 +177,7 @@ def main():
                                 os.unlink(path)
                     except OSError:
                         pass
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    print("perf map checks passed")
-    return 0
+    return verdict(failures, "perf map checks passed")
 
 
 def spin_result(n):

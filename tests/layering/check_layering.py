@@ -22,6 +22,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from checklib import verdict  # noqa: E402 (tests/checklib.py)
+
 # component folder -> (forbidden include prefixes, one of the forbidden
 # headers to probe, one of its own headers that must be found)
 RULES = {
@@ -126,11 +129,8 @@ def main():
     breaches = check_sources(args.source_dir) + check_build(args.source_dir, args.build_dir)
     for b in breaches:
         print(b)
-    if breaches:
-        print(f"{len(breaches)} layering breach(es); rules: docs/architecture.md")
-        return 1
-    print("layering: gc/ and vm/runtime/ include only what they may, and can find nothing else")
-    return 0
+    return verdict(breaches, "layering: gc/ and vm/runtime/ include only what they may, and "
+                   "can find nothing else", failed="layering breach(es); rules: docs/architecture.md")
 
 
 if __name__ == "__main__":
