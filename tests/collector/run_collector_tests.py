@@ -44,7 +44,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
 from run_tool_tests import (  # noqa: E402 (the shared decoder and test runner)
-    Ctx, Skip, _fields, check, decode_profile, run_tests, test_registry)
+    Ctx, Skip, _fields, add_path_options, check, decode_profile, find_go, run_tests, take_paths,
+    test_registry)
 
 Z = 5.7  # per-check bound, docs/sampling.md section 4
 
@@ -817,26 +818,20 @@ def unsealed_ring_is_refused_not_a_crash():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--minivm", required=True)
-    ap.add_argument("--collector", required=True)
-    ap.add_argument("--remote", required=True)
-    ap.add_argument("--heapprof", required=True)
+    add_path_options(ap, "minivm", "collector", "remote", "heapprof")
     ap.add_argument("--work")
     ap.add_argument("--timeout", type=float, default=120,
                     help="seconds any one wait may take (a bound, not a timing)")
     ap.add_argument("-k", action="append", help="only tests whose name contains this")
     a = ap.parse_args()
-    C.minivm = os.path.abspath(a.minivm)
-    C.collector = os.path.abspath(a.collector)
-    C.remote = os.path.abspath(a.remote)
-    C.heapprof = os.path.abspath(a.heapprof)
+    take_paths(C, a, "minivm", "collector", "remote", "heapprof")
     C.limit = max(120.0, a.timeout)
     # Socket paths must stay under 108 bytes: a short private directory.
     C.work = os.path.abspath(a.work) if a.work else tempfile.mkdtemp(prefix="coll_")
     if len(C.work) > 60:
         C.work = tempfile.mkdtemp(prefix="coll_")
     os.makedirs(C.work, exist_ok=True)
-    C.go = shutil.which("go")
+    C.go = find_go()
     print(f"collector tests: work dir {C.work}; go: {C.go or 'not installed'}")
     return run_tests(TESTS, a.k)
 

@@ -25,7 +25,6 @@ import stat
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -609,11 +608,7 @@ def attach_collector_hand_off():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--minivm", required=True)
-    ap.add_argument("--attach", required=True)
-    ap.add_argument("--heapprof", required=True)
-    ap.add_argument("--leakcheck", required=True)
-    ap.add_argument("--lifetimes", required=True)
+    rt.add_path_options(ap, "minivm", "attach", "heapprof", "leakcheck", "lifetimes")
     ap.add_argument("--test-agents")
     ap.add_argument("--collector", help="minivm-collector, for its --attach")
     ap.add_argument("--remote", help="libremote.so, beside minivm's agents")
@@ -622,22 +617,12 @@ def main():
                     help="the statistical test at two seeds (the Release build), else one")
     ap.add_argument("-k", action="append")
     a = ap.parse_args()
-    C.minivm = os.path.abspath(a.minivm)
-    C.attach = os.path.abspath(a.attach)
-    C.heapprof = os.path.abspath(a.heapprof)
-    C.leakcheck = os.path.abspath(a.leakcheck)
-    C.lifetimes = os.path.abspath(a.lifetimes)
-    C.test_agents = a.test_agents and os.path.abspath(a.test_agents)
+    rt.take_paths(C, a, "minivm", "attach", "heapprof", "leakcheck", "lifetimes", "test_agents",
+                  "collector", "remote")
     C.full_sweep = a.full_sweep
-    C.collector = a.collector and os.path.abspath(a.collector)
-    C.remote = a.remote and os.path.abspath(a.remote)
-    C.work = os.path.abspath(a.work) if a.work else tempfile.mkdtemp(prefix="attach_tests_")
-    os.makedirs(C.work, exist_ok=True)
-    C.go = shutil.which("go") or next((p for p in ("/usr/lib/go/bin/go", "/usr/bin/go")
-                                       if os.path.exists(p)), None)
-    supp = os.path.join(HERE, "tsan.supp")
-    os.environ["TSAN_OPTIONS"] = ":".join(
-        o for o in (os.environ.get("TSAN_OPTIONS", ""), f"suppressions={supp}") if o)
+    C.work = rt.work_dir(a.work, "attach_tests_")
+    C.go = rt.find_go()
+    rt.use_tsan_suppressions()
     # -agentlib: names resolve beside the agents given.
     os.environ["MINIVM_AGENT_PATH"] = os.path.dirname(C.heapprof)
     print(f"attach tests: work dir {C.work}; go: {C.go or 'not installed'}")

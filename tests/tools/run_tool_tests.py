@@ -2571,14 +2571,48 @@ def run_tests(tests, only):
     return 1 if failed else 0
 
 
+# ---- runner set-up, shared with run_attach_tests.py and run_collector_tests.py
+
+def add_path_options(ap, *names):
+    """Adds a required option per file the runner needs (fake_vm: --fake-vm)."""
+    for name in names:
+        ap.add_argument("--" + name.replace("_", "-"), required=True)
+
+
+def take_paths(ctx, args, *names):
+    """Sets ctx.NAME to the absolute path given for each option (None if not
+    given): the tests run in other folders."""
+    for name in names:
+        given = getattr(args, name)
+        setattr(ctx, name, given and os.path.abspath(given))
+
+
+def work_dir(given, prefix):
+    """The runner's work folder: the one given (made if need be), else a new
+    temporary one."""
+    work = os.path.abspath(given) if given else tempfile.mkdtemp(prefix=prefix)
+    os.makedirs(work, exist_ok=True)
+    return work
+
+
+def find_go():
+    """The `go` binary (golang-go installs it outside PATH on some systems), or None."""
+    return shutil.which("go") or next((p for p in ("/usr/lib/go/bin/go", "/usr/bin/go")
+                                       if os.path.exists(p)), None)
+
+
+def use_tsan_suppressions():
+    """For TSan builds (ignored otherwise): the suppressions of tsan.supp
+    (see the file) for every process the tests start."""
+    supp = os.path.join(HERE, "tsan.supp")
+    os.environ["TSAN_OPTIONS"] = ":".join(
+        o for o in (os.environ.get("TSAN_OPTIONS", ""), f"suppressions={supp}") if o)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--minivm")
-    ap.add_argument("--fake-vm", required=True)
-    ap.add_argument("--unit", required=True)
-    ap.add_argument("--heapprof", required=True)
-    ap.add_argument("--leakcheck", required=True)
-    ap.add_argument("--lifetimes", required=True)
+    add_path_options(ap, "fake_vm", "unit", "heapprof", "leakcheck", "lifetimes")
     ap.add_argument("--test-agents", help="the build's tests/agents folder (deathwait, ordering)")
     ap.add_argument("--work")
     ap.add_argument("--update-golden", action="store_true")
@@ -2586,23 +2620,13 @@ def main():
                     help="leakcheck's false-positive sweep over 20 seeds (the Release build)")
     ap.add_argument("-k", action="append", help="only tests whose name contains this")
     a = ap.parse_args()
-    C.minivm = a.minivm and os.path.abspath(a.minivm)
-    C.fake_vm = os.path.abspath(a.fake_vm)
-    C.unit = os.path.abspath(a.unit)
-    C.heapprof = os.path.abspath(a.heapprof)
-    C.leakcheck = os.path.abspath(a.leakcheck)
-    C.lifetimes = os.path.abspath(a.lifetimes)
-    C.test_agents = a.test_agents and os.path.abspath(a.test_agents)
+    take_paths(C, a, "minivm", "fake_vm", "unit", "heapprof", "leakcheck", "lifetimes",
+               "test_agents")
     C.update_golden = a.update_golden
     C.full_sweep = a.full_sweep
-    C.work = os.path.abspath(a.work) if a.work else tempfile.mkdtemp(prefix="tool_tests_")
-    os.makedirs(C.work, exist_ok=True)
-    C.go = shutil.which("go") or next((p for p in ("/usr/lib/go/bin/go", "/usr/bin/go")
-                                       if os.path.exists(p)), None)
-    # For TSan builds (ignored otherwise): see the file.
-    supp = os.path.join(HERE, "tsan.supp")
-    os.environ["TSAN_OPTIONS"] = ":".join(
-        o for o in (os.environ.get("TSAN_OPTIONS", ""), f"suppressions={supp}") if o)
+    C.work = work_dir(a.work, "tool_tests_")
+    C.go = find_go()
+    use_tsan_suppressions()
     probe_vm()
     print(f"tool tests: work dir {C.work}; go: {C.go or 'not installed'}; "
           f"minivm agents: {'yes' if C.vm_ok else 'no (' + C.vm_skip_reason + ')'}")
