@@ -250,4 +250,19 @@ vmtiInt Attach(vmtiVM* vm, const char* options, T** out = nullptr) {
 
 }  // namespace agent
 
+// The two entry points of an agent whose load and attach are plain Start and
+// Attach of its instance class T (leakcheck, lifetimes, remote; heapprof's
+// Agent_OnAttach also takes actions, so it writes its own):
+//
+//   MINIVM_AGENT_ENTRY_POINTS(leakcheck::Checker)
+//
+// at file scope, after T is defined.
+#define MINIVM_AGENT_ENTRY_POINTS(T)                                     \
+  VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void*) {   \
+    return ::agent::Start<T>(vm, options);                               \
+  }                                                                      \
+  VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void*) { \
+    return ::agent::Attach<T>(vm, options);                              \
+  }
+
 #endif  // MINIVM_EXAMPLES_AGENTS_COMMON_AGENT_H_

@@ -687,15 +687,10 @@ class Checker {
 }  // namespace
 }  // namespace leakcheck
 
-VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void*) {
-  return agent::Start<leakcheck::Checker>(vm, options);
-}
-
-// Loaded into a running VM (minivm-attach PID load leakcheck=OPTIONS): the
-// same start (common/agent.h); it tracks the objects sampled from the attach on.
-VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void*) {
-  return agent::Attach<leakcheck::Checker>(vm, options);
-}
+// Agent_OnLoad, and Agent_OnAttach (minivm-attach PID load
+// leakcheck=OPTIONS): the same start (common/agent.h); attached, it tracks
+// the objects sampled from the attach on.
+MINIVM_AGENT_ENTRY_POINTS(leakcheck::Checker)
 
 // After every agent's VMDeath: an output that could not be written fails the
 // run (common/output.h), so that scripts notice.

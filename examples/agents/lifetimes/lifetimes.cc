@@ -343,16 +343,10 @@ class Tracker {
 }  // namespace
 }  // namespace lifetimes
 
-VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void*) {
-  return agent::Start<lifetimes::Tracker>(vm, options);
-}
-
-// Loaded into a running VM (minivm-attach PID load lifetimes=OPTIONS): the
-// same start (common/agent.h); its trace and report cover the objects
-// sampled from the attach on.
-VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void*) {
-  return agent::Attach<lifetimes::Tracker>(vm, options);
-}
+// Agent_OnLoad, and Agent_OnAttach (minivm-attach PID load
+// lifetimes=OPTIONS): the same start (common/agent.h); attached, its trace
+// and report cover the objects sampled from the attach on.
+MINIVM_AGENT_ENTRY_POINTS(lifetimes::Tracker)
 
 // After every agent's VMDeath: an output that could not be written fails the
 // run (common/output.h), so that scripts notice.

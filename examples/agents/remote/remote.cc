@@ -542,12 +542,7 @@ class Remote {
 }  // namespace
 }  // namespace remote
 
-VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void*) {
-  return agent::Start<remote::Remote>(vm, options);
-}
-
-// minivm-attach PID load remote=OPTIONS, and minivm-collector --attach PID:
-// connects to the collector from the running VM, as at start-up.
-VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void*) {
-  return agent::Attach<remote::Remote>(vm, options);
-}
+// Agent_OnLoad, and Agent_OnAttach (minivm-attach PID load remote=OPTIONS,
+// and minivm-collector --attach PID): connects to the collector from the
+// running VM, as at start-up.
+MINIVM_AGENT_ENTRY_POINTS(remote::Remote)
