@@ -131,6 +131,13 @@ class Vm:
         check(m is None, f"{self.cmd}: sanitizer report: {m and m.group(0)}")
         return code
 
+    def terminate(self):
+        """Ends the VM as a user ends a server, with SIGTERM: the agents
+        write their final output and the VM exits 143 (128 + SIGTERM)."""
+        self.p.send_signal(signal.SIGTERM)
+        check(self.finish() == 143, f"{self.cmd}: exit code {self.p.returncode} after SIGTERM, "
+                                    "want 143")
+
     def kill(self):
         if self.p.poll() is None:
             self.p.kill()
@@ -213,8 +220,7 @@ def attach_heap_gc_agents():
         heap = ok(v.pid, "heap")
         check(f"sampling: interval 65536 bytes; sampled by:\n  environment 0 ({C.heapprof}): "
               f"every thread\n" in heap, heap)
-        v.p.send_signal(signal.SIGTERM)
-        check(v.finish() == 143, "SIGTERM's exit code")
+        v.terminate()
         check(os.path.getsize(prof) > 0, "no final profile at VM death")
     finally:
         v.kill()
@@ -303,8 +309,7 @@ def attach_heapprof_dump_set_stop_start():
         # Something sampled by the second instance before the VM ends.
         check(dump_until_sampled(v.pid, rt.fresh("control_dump2.pb.gz")),
               "the second start sampled nothing")
-        v.p.send_signal(signal.SIGTERM)
-        check(v.finish() == 143, "SIGTERM")
+        v.terminate()
         check(os.path.getsize(final2) > 0, "no final profile of the second start")
         if C.go:
             for f in (dump1, final1, final2):
@@ -326,8 +331,7 @@ def attach_leakcheck_and_lifetimes():
         ok(v.pid, "load", f"lifetimes=trace={trace}")
         agents = ok(v.pid, "agents")
         check(agents.count("(attached)") == 2, agents)
-        v.p.send_signal(signal.SIGTERM)
-        check(v.finish() == 143, "SIGTERM")
+        v.terminate()
         err = v.stderr()
         check("leakcheck: at exit" in err and "lifetimes:" in err, err[-2000:])
         with open(trace) as f:
@@ -353,8 +357,7 @@ def attach_during_gc_stress():
             ok(v.pid, "gc")
         ok(v.pid, "load", "heapprof=stop")
         check(v.p.poll() is None, "the VM ended")
-        v.p.send_signal(signal.SIGTERM)
-        check(v.finish() == 143, "SIGTERM")
+        v.terminate()
         check(os.path.getsize(final) > 0, "final profile")
     finally:
         v.kill()
@@ -426,8 +429,7 @@ def attach_refused_for_other_users():
             time.sleep(0.05)
         one_line_error(r, 1, rf"permission denied: user {os.geteuid()} may not attach", "creds")
         check(v.p.poll() is None, "VM died")
-        v.p.send_signal(signal.SIGTERM)
-        check(v.finish() == 143, "SIGTERM")
+        v.terminate()
         check("heapprof" not in v.stderr(), "the agent ran for a refused peer")
     finally:
         v.kill()
@@ -491,8 +493,7 @@ def attach_garbage_and_silent_clients():
         silent.close()
         check(v.p.poll() is None, "VM died")
         check("at allocate_forever" in ok(v.pid, "threads"), "threads after garbage")
-        v.p.send_signal(signal.SIGTERM)
-        check(v.finish() == 143, "SIGTERM")
+        v.terminate()
     finally:
         v.kill()
 
@@ -518,8 +519,7 @@ def attach_load_failures():
                        r"Agent_OnAttach returned 1: heapprof: bad option 'interval=lots'",
                        "bad option")
         check(ok(v.pid, "agents") == "no agents loaded\n", "a failed agent is listed")
-        v.p.send_signal(signal.SIGTERM)
-        check(v.finish() == 143, "SIGTERM")
+        v.terminate()
     finally:
         v.kill()
 
@@ -596,8 +596,7 @@ def attach_collector_hand_off():
                   f"{finals[0]}: no allocate_forever")
         for v in (vms[0], vms[2]):
             check(v.p.poll() is None, "a VM ended with its collector")
-            v.p.send_signal(signal.SIGTERM)
-            check(v.finish() == 143, "SIGTERM")
+            v.terminate()
     finally:
         if coll is not None and coll.poll() is None:
             coll.kill()
