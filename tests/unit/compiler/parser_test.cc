@@ -1,5 +1,6 @@
 #include "vm/compiler/parser.h"
 
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -115,10 +116,77 @@ TEST(ParserTest, ForClausesMayBeEmpty) {
   EXPECT_EQ(stmts[2]->step->kind, StmtKind::kExpr);
 }
 
-TEST(ParserTest, MissingSemicolonIsReportedAtTheOffendingToken) {
-  Parsed p = ParseBody("print(1)\nprint(2);");
-  EXPECT_THAT(p.errors, ElementsAre("3:1: expected ';' after expression"));
+// Mistakes, each with the diagnostics it must give: reported once, where it
+// is, in the user's terms, and the parse recovering for the rest. `body`
+// cases are the body of `fn main() { ... }` (so their line numbers start at
+// 2); `functions`, where set, is how many functions the parse keeps.
+struct ErrorCase {
+  const char* name;
+  bool body;
+  std::string_view source;
+  std::vector<std::string> errors;
+  int functions = -1;
+};
+
+// Shown for a failing case (gtest would print the struct's bytes).
+void PrintTo(const ErrorCase& c, std::ostream* os) {
+  *os << (c.body ? "main's body " : "source ") << ::testing::PrintToString(std::string(c.source));
 }
+
+class ParserErrorTest : public ::testing::TestWithParam<ErrorCase> {};
+
+TEST_P(ParserErrorTest, GivesTheseDiagnostics) {
+  const ErrorCase& c = GetParam();
+  Parsed p = c.body ? ParseBody(c.source) : ParseSource(c.source);
+  EXPECT_EQ(p.errors, c.errors);
+  if (c.functions >= 0) {
+    EXPECT_EQ(p.result.module.functions.size(), static_cast<size_t>(c.functions));
+  }
+}
+
+// One case a line or two reads better than one field a line.
+// clang-format off
+const ErrorCase kErrorCases[] = {
+    {"MissingSemicolonIsReportedAtTheOffendingToken", true, "print(1)\nprint(2);",
+     {"3:1: expected ';' after expression"}},
+    {"MissingCloseBraceBeforeNextFunction", false,
+     "fn f() {\n  if (x) {\n    print(1);\n\nfn main() { }\n",
+     {"5:1: expected '}' at end of block"}, 2},
+    {"MissingCloseBraceAtEnd", false, "fn main() {\n  while (1) {\n",
+     {"3:1: expected '}' at end of block"}},
+    {"LexicalErrorsAreNotRepeated", true, "var x = 1 @ 2;\nprint(x);",
+     {"2:11: unexpected character '@'"}},
+    {"UnterminatedStringDoesNotCascade", true, "print(\"abc);\nprint(2);",
+     {"2:7: unterminated string"}},
+    {"UnterminatedStringOnTheLastLine", false, "fn main() { print(\"abc); }",
+     {"1:19: unterminated string"}},
+    {"ElseWithoutIf", true, "else { print(1); }\nprint(2);",
+     {"2:1: 'else' without a matching 'if'"}},
+    {"KeywordsAreNotNames", false,
+     "fn f(null) { return 1; }\nclass A { x, new }\nfn main() {\n  var while = 1;\n}\n",
+     {"1:6: expected parameter name ('null' is a keyword)",
+      "2:14: expected field name ('new' is a keyword)",
+      "4:7: expected variable name after 'var' ('while' is a keyword)"}},
+    {"MethodInClassIsOneError", false, "class A { x, fn get() { return 1; } }\nfn main() {}\n",
+     {"1:14: expected field name (classes have no methods)"}, 1},
+    {"SingleQuotedStringIsOneError", true, "print('abc');",
+     {"2:7: unexpected character \"'\" (strings use double quotes)"}},
+    {"AssignmentInCondition", true, "if (x = 1) { }\nwhile (y = 2) { }",
+     {"2:7: expected ')' after condition (use '==' to compare)",
+      "3:10: expected ')' after condition (use '==' to compare)"}},
+    {"InvalidAssignmentTarget", true, "f() = 1;\n1 + 2 = 3;\na.b = 1; a[0] = 2; a = 3;",
+     {"2:5: invalid assignment target", "3:7: invalid assignment target"}},
+    {"OnlyNamesCanBeCalled", true, "a.b(1);\nf(1)(2);",
+     {"2:4: only a function name can be called", "3:5: only a function name can be called"}},
+    {"BlocksNeedBraces", true, "if (x) print(1);\nwhile (x) y = 1;",
+     {"2:8: expected '{' after condition", "3:11: expected '{' after condition"}},
+};
+// clang-format on
+
+INSTANTIATE_TEST_SUITE_P(Mistakes, ParserErrorTest, ::testing::ValuesIn(kErrorCases),
+                         [](const ::testing::TestParamInfo<ErrorCase>& info) {
+                           return std::string(info.param.name);
+                         });
 
 TEST(ParserTest, RecoversAtStatementBoundaries) {
   Parsed p = ParseBody(
@@ -152,39 +220,11 @@ TEST(ParserTest, RecoversAtDeclarations) {
   EXPECT_EQ(p.result.module.functions[1].name.text, "main");
 }
 
-TEST(ParserTest, MissingCloseBraceBeforeNextFunction) {
-  Parsed p = ParseSource("fn f() {\n  if (x) {\n    print(1);\n\nfn main() { }\n");
-  EXPECT_THAT(p.errors, ElementsAre("5:1: expected '}' at end of block"));
-  EXPECT_EQ(p.result.module.functions.size(), 2u);
-}
-
-TEST(ParserTest, MissingCloseBraceAtEnd) {
-  Parsed p = ParseSource("fn main() {\n  while (1) {\n");
-  EXPECT_THAT(p.errors, ElementsAre("3:1: expected '}' at end of block"));
-}
-
-TEST(ParserTest, LexicalErrorsAreNotRepeated) {
-  Parsed p = ParseBody("var x = 1 @ 2;\nprint(x);");
-  EXPECT_THAT(p.errors, ElementsAre("2:11: unexpected character '@'"));
-}
-
-TEST(ParserTest, UnterminatedStringDoesNotCascade) {
-  Parsed multi = ParseBody("print(\"abc);\nprint(2);");
-  EXPECT_THAT(multi.errors, ElementsAre("2:7: unterminated string"));
-  Parsed last = ParseSource("fn main() { print(\"abc); }");
-  EXPECT_THAT(last.errors, ElementsAre("1:19: unterminated string"));
-}
-
 TEST(ParserTest, MissingBraceBeforeElse) {
   Parsed p = ParseBody("if (1) {\n  print(1);\nelse {\n  print(2);\n}");
   EXPECT_THAT(p.errors, ElementsAre("4:1: expected '}' before 'else'"));
   const Stmt* s = p.result.module.functions[0].body->stmts[0];
   EXPECT_NE(s->else_body, nullptr);
-}
-
-TEST(ParserTest, ElseWithoutIf) {
-  Parsed p = ParseBody("else { print(1); }\nprint(2);");
-  EXPECT_THAT(p.errors, ElementsAre("2:1: 'else' without a matching 'if'"));
 }
 
 TEST(ParserTest, NestedDeclarationsAreSkippedWhole) {
@@ -193,50 +233,6 @@ TEST(ParserTest, NestedDeclarationsAreSkippedWhole) {
                                     "3:3: classes can only be declared at the top level"));
   EXPECT_EQ(p.result.module.functions.size(), 1u);
   EXPECT_EQ(p.result.module.functions[0].body->stmts.size(), 1u);
-}
-
-TEST(ParserTest, KeywordsAreNotNames) {
-  Parsed p = ParseSource(
-      "fn f(null) { return 1; }\nclass A { x, new }\nfn main() {\n  var while = 1;\n}\n");
-  EXPECT_THAT(p.errors,
-              ElementsAre("1:6: expected parameter name ('null' is a keyword)",
-                          "2:14: expected field name ('new' is a keyword)",
-                          "4:7: expected variable name after 'var' ('while' is a keyword)"));
-}
-
-TEST(ParserTest, MethodInClassIsOneError) {
-  Parsed p = ParseSource("class A { x, fn get() { return 1; } }\nfn main() {}\n");
-  EXPECT_THAT(p.errors, ElementsAre("1:14: expected field name (classes have no methods)"));
-  EXPECT_EQ(p.result.module.functions.size(), 1u);
-}
-
-TEST(ParserTest, SingleQuotedStringIsOneError) {
-  Parsed p = ParseBody("print('abc');");
-  EXPECT_THAT(p.errors, ElementsAre("2:7: unexpected character \"'\" (strings use double quotes)"));
-}
-
-TEST(ParserTest, AssignmentInCondition) {
-  Parsed p = ParseBody("if (x = 1) { }\nwhile (y = 2) { }");
-  EXPECT_THAT(p.errors, ElementsAre("2:7: expected ')' after condition (use '==' to compare)",
-                                    "3:10: expected ')' after condition (use '==' to compare)"));
-}
-
-TEST(ParserTest, InvalidAssignmentTarget) {
-  Parsed p = ParseBody("f() = 1;\n1 + 2 = 3;\na.b = 1; a[0] = 2; a = 3;");
-  EXPECT_THAT(p.errors,
-              ElementsAre("2:5: invalid assignment target", "3:7: invalid assignment target"));
-}
-
-TEST(ParserTest, OnlyNamesCanBeCalled) {
-  Parsed p = ParseBody("a.b(1);\nf(1)(2);");
-  EXPECT_THAT(p.errors, ElementsAre("2:4: only a function name can be called",
-                                    "3:5: only a function name can be called"));
-}
-
-TEST(ParserTest, BlocksNeedBraces) {
-  Parsed p = ParseBody("if (x) print(1);\nwhile (x) y = 1;");
-  EXPECT_THAT(p.errors, ElementsAre("2:8: expected '{' after condition",
-                                    "3:11: expected '{' after condition"));
 }
 
 std::string Repeat(std::string_view s, int n) {
