@@ -101,9 +101,7 @@ TEST(BuiltinsTest, AssertMessages) {
     Asm m(3);
     m.Int(1).Builtin(Builtin::k_assert, 1).Op(Opcode::POP);
     m.Int(0).Str(s).Builtin(Builtin::k_assert, 2).Ret();
-    RunResult r = RunMain(pb, m);
-    EXPECT_EQ(r.exit_code, 1);
-    EXPECT_EQ(r.err, "error: assertion failed: it broke\n  at main (test.mv:3)\n");
+    EXPECT_EQ(RunMainError(pb, m), "error: assertion failed: it broke\n  at main (test.mv:3)\n");
   }
   {
     ProgramBuilder pb;

@@ -59,9 +59,7 @@ TEST(InterpreterTest, DivisionByZeroReportsKindMessageAndTrace) {
   const uint32_t f = pb.AddFunction("average", 1, 1, 4, avg);
   Asm m(20);
   m.Int(10).Line(21).Call(f, 1).Op(Opcode::POP).Null().Ret();
-  RunResult r = RunMain(pb, m);
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err,
+  EXPECT_EQ(RunMainError(pb, m),
             "error: division by zero: 10 / 0\n"
             "  at average (test.mv:11)\n"
             "  at main (test.mv:21)\n");
@@ -190,9 +188,8 @@ TEST(InterpreterTest, FieldErrors) {
     pb.AddClass("A", {"x"});
     Asm m(3);
     m.New(0, 0).GetField(pb.Symbol("nope")).Ret();
-    RunResult r = RunMain(pb, m);
-    EXPECT_EQ(r.exit_code, 1);
-    EXPECT_EQ(r.err, "error: unknown field: A has no field 'nope'\n  at main (test.mv:3)\n");
+    EXPECT_EQ(RunMainError(pb, m),
+              "error: unknown field: A has no field 'nope'\n  at main (test.mv:3)\n");
   }
   {
     ProgramBuilder pb;
@@ -231,9 +228,7 @@ TEST(InterpreterTest, TypeErrors) {
   const uint32_t s = pb.AddString("x");
   Asm m(4);
   m.Int(1).Str(s).Op(Opcode::ADD).Ret();
-  RunResult r = RunMain(pb, m);
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err,
+  EXPECT_EQ(RunMainError(pb, m),
             "error: type error: + expects two ints or two Strings, got int and String\n"
             "  at main (test.mv:4)\n");
 }
@@ -259,9 +254,7 @@ TEST(InterpreterTest, ArraysBytesAndStringIndexing) {
 }
 
 std::string FirstErrorLine(ProgramBuilder& pb, const Asm& m, uint16_t locals = 1) {
-  RunResult r = RunMain(pb, m, locals, 8);
-  EXPECT_EQ(r.exit_code, 1);
-  return FirstLine(r.err);
+  return FirstLine(RunMainError(pb, m, locals, 8));
 }
 
 TEST(InterpreterTest, IndexErrors) {

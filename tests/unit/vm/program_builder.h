@@ -222,6 +222,18 @@ inline RunResult RunMain(ProgramBuilder& pb, const Asm& main, uint16_t locals = 
   return RunProgram(pb.Build(), options);
 }
 
+// Runs `main` as RunMain does, for a program that must fail with a runtime
+// error: returns its stderr (the error line and the stack trace), or, if it
+// did not exit with 1, a description of what happened instead (which no
+// expected error text equals, so the test's comparison fails and shows it).
+inline std::string RunMainError(ProgramBuilder& pb, const Asm& main, uint16_t locals = 2,
+                                uint16_t stack = 16) {
+  RunResult r = RunMain(pb, main, locals, stack);
+  if (r.exit_code == 1) return r.err;
+  return "exit code " + std::to_string(r.exit_code) + " (want 1); stdout: " + r.out +
+         "; stderr: " + r.err;
+}
+
 // main() { return null; }: for tests of what happens around any program.
 inline std::unique_ptr<Program> ReturnNullProgram() {
   ProgramBuilder pb;
