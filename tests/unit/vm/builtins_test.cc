@@ -34,9 +34,7 @@ TEST(BuiltinsTest, PrintFormats) {
   m.Builtin(Builtin::k_print, 0).Op(Opcode::POP);
   m.Int(-5).Str(s).Null().New(0, 0).Int(0).Builtin(Builtin::k_array, 1);
   m.Builtin(Builtin::k_print, 5).Op(Opcode::POP).Null().Ret();
-  RunResult r = RunMain(pb, m);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "\n-5 text null <Node> <Array>\n");
+  EXPECT_EQ(RunMainOutput(pb, m), "\n-5 text null <Node> <Array>\n");
 }
 
 TEST(BuiltinsTest, IntParsing) {
@@ -89,9 +87,7 @@ TEST(BuiltinsTest, Args) {
   m.Builtin(Builtin::k_print, 3).Op(Opcode::POP).Null().Ret();
   VmOptions options;
   options.program_args = {"first", "2"};
-  RunResult r = RunMain(pb, m, 2, 16, options);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "2 first 2\n");
+  EXPECT_EQ(RunMainOutput(pb, m, 2, 16, options), "2 first 2\n");
 }
 
 TEST(BuiltinsTest, AssertMessages) {

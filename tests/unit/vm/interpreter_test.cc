@@ -15,9 +15,7 @@ std::string Binary(int64_t a, Opcode op, int64_t b) {
   ProgramBuilder pb;
   Asm m;
   m.Int(a).Int(b).Op(op).Builtin(Builtin::k_print, 1).Op(Opcode::POP).Null().Ret();
-  RunResult r = RunMain(pb, m);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return r.out;
+  return RunMainOutput(pb, m);
 }
 
 TEST(InterpreterTest, IntegerArithmetic) {
@@ -85,9 +83,7 @@ TEST(InterpreterTest, RecursiveCalls) {
   const uint32_t fib = AddFib(pb);
   Asm m;
   m.Int(20).Call(fib, 1).Builtin(Builtin::k_print, 1).Op(Opcode::POP).Null().Ret();
-  RunResult r = RunMain(pb, m);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "6765\n");
+  EXPECT_EQ(RunMainOutput(pb, m), "6765\n");
 }
 
 // main (at line 9) prints down(n), where down(n) = n == 0 ? 0 : down(n - 1)
@@ -154,9 +150,7 @@ TEST(InterpreterTest, LoopSumsAndLocalsStartNull) {
   m.Loop(top);
   m.Bind(exit);
   m.Load(1).Builtin(Builtin::k_print, 1).Op(Opcode::POP).Null().Ret();
-  RunResult r = RunMain(pb, m, 2, 4);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "null\n499500\n");
+  EXPECT_EQ(RunMainOutput(pb, m, 2, 4), "null\n499500\n");
 }
 
 TEST(InterpreterTest, FieldsAndPolymorphicInlineCache) {
@@ -177,9 +171,7 @@ TEST(InterpreterTest, FieldsAndPolymorphicInlineCache) {
   m.Load(1).Int(9).SetField(x);
   m.Load(1).Call(getx, 1).Load(1).GetField(pb.Symbol("z")).Load(1);
   m.Builtin(Builtin::k_print, 3).Op(Opcode::POP).Null().Ret();
-  RunResult r = RunMain(pb, m, 2, 6);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "1 4\n1 4\n9 null <B>\n");
+  EXPECT_EQ(RunMainOutput(pb, m, 2, 6), "1 4\n1 4\n9 null <B>\n");
 }
 
 TEST(InterpreterTest, FieldErrors) {
@@ -195,16 +187,14 @@ TEST(InterpreterTest, FieldErrors) {
     ProgramBuilder pb;
     Asm m;
     m.Null().Int(1).SetField(pb.Symbol("x")).Null().Ret();
-    RunResult r = RunMain(pb, m);
-    EXPECT_EQ(FirstLine(r.err),
+    EXPECT_EQ(FirstLine(RunMainError(pb, m)),
               "error: null dereference: cannot write field 'x' of null");
   }
   {
     ProgramBuilder pb;
     Asm m;
     m.Int(5).GetField(pb.Symbol("x")).Ret();
-    RunResult r = RunMain(pb, m);
-    EXPECT_EQ(FirstLine(r.err), "error: unknown field: int has no field 'x'");
+    EXPECT_EQ(FirstLine(RunMainError(pb, m)), "error: unknown field: int has no field 'x'");
   }
 }
 
@@ -218,9 +208,7 @@ TEST(InterpreterTest, StringsConcatenateAndCompareByContents) {
   m.Load(0).Load(0).Str(abcd).Op(Opcode::EQ).Load(0).Str(ab).Op(Opcode::NE);
   m.Str(ab).Str(ab).Op(Opcode::EQ).Null().Null().Op(Opcode::EQ).Int(0).Null().Op(Opcode::EQ);
   m.Builtin(Builtin::k_print, 6).Op(Opcode::POP).Null().Ret();
-  RunResult r = RunMain(pb, m, 1, 8);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "abcd 1 1 1 1 0\n");
+  EXPECT_EQ(RunMainOutput(pb, m, 1, 8), "abcd 1 1 1 1 0\n");
 }
 
 TEST(InterpreterTest, TypeErrors) {
@@ -248,9 +236,7 @@ TEST(InterpreterTest, ArraysBytesAndStringIndexing) {
   m.Load(0).Builtin(Builtin::k_len, 1).Load(1).Builtin(Builtin::k_len, 1);
   m.Str(hi).Builtin(Builtin::k_len, 1).Load(0).Load(1);
   m.Builtin(Builtin::k_print, 9).Op(Opcode::POP).Null().Ret();
-  RunResult r = RunMain(pb, m, 2, 12);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "42 null 255 105 3 4 2 <Array> <Bytes>\n");
+  EXPECT_EQ(RunMainOutput(pb, m, 2, 12), "42 null 255 105 3 4 2 <Array> <Bytes>\n");
 }
 
 std::string FirstErrorLine(ProgramBuilder& pb, const Asm& m, uint16_t locals = 1) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gc/object.h"
@@ -220,6 +221,17 @@ inline RunResult RunMain(ProgramBuilder& pb, const Asm& main, uint16_t locals = 
                          uint16_t stack = 16, VmOptions options = {}) {
   pb.SetMain(pb.AddFunction("main", 0, locals, stack, main));
   return RunProgram(pb.Build(), options);
+}
+
+// Runs `main` as RunMain does, for a program that must succeed: returns its
+// stdout, or, if it did not exit with 0, a description of what happened
+// instead (which no expected output equals, so the comparison shows it).
+inline std::string RunMainOutput(ProgramBuilder& pb, const Asm& main, uint16_t locals = 2,
+                                 uint16_t stack = 16, VmOptions options = {}) {
+  RunResult r = RunMain(pb, main, locals, stack, std::move(options));
+  if (r.exit_code == 0) return r.out;
+  return "exit code " + std::to_string(r.exit_code) + " (want 0); stdout: " + r.out +
+         "; stderr: " + r.err;
 }
 
 // Runs `main` as RunMain does, for a program that must fail with a runtime
