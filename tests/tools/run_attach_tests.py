@@ -108,7 +108,11 @@ class Vm:
                              f"{last.stdout}{last.stderr}")
 
     def wait_running(self, timeout=60):
-        """Waits until the VM answers (its program has started)."""
+        """Waits until the VM answers (its program has started). Drains
+        stdout first, if not yet (as finish does): a program blocked on a
+        full pipe would never get going."""
+        if self.reader is None:
+            self.read_stdout()
         deadline = time.time() + timeout
         while time.time() < deadline:
             r = attach(self.pid, "heap")
@@ -198,7 +202,6 @@ def attach_heap_gc_agents():
     collection), agents, before and after loading heapprof."""
     v = Vm([FOREVER, "2"], "heap", opts=["--young=4m"])
     try:
-        v.read_stdout()
         v.wait_running()
         heap = ok(v.pid, "heap")
         for pat in (r"^heap: \d+ bytes reserved$", r"^  eden: \d+ of \d+ bytes used$",
@@ -281,7 +284,6 @@ def attach_heapprof_dump_set_stop_start():
     start again; the VM runs on and ends normally."""
     v = Vm([FOREVER, "2"], "control", opts=["--young=4m", "--seed=3"])
     try:
-        v.read_stdout()
         v.wait_running()
         final1 = rt.fresh("control_final1.pb.gz")
         ok(v.pid, "load", f"heapprof=start,file={final1},top=0")
@@ -324,7 +326,6 @@ def attach_leakcheck_and_lifetimes():
     """The other tool agents load into a running VM and report at its end."""
     v = Vm([FOREVER], "others", opts=["--young=2m"])
     try:
-        v.read_stdout()
         v.wait_running()
         trace = rt.fresh("attached_lifetimes.jsonl")
         ok(v.pid, "load", "leakcheck")
@@ -346,7 +347,6 @@ def attach_during_gc_stress():
     collection at every slow path (--gc-stress=1)."""
     v = Vm([FOREVER, "3"], "stress", opts=["--young=1m", "--gc-stress=1"])
     try:
-        v.read_stdout()
         v.wait_running()
         final = rt.fresh("stress_final.pb.gz")
         ok(v.pid, "load", f"heapprof=interval=4k,file={final},top=0")
@@ -466,7 +466,6 @@ def attach_garbage_and_silent_clients():
     after 2 s without holding the others up for longer; the VM is unharmed."""
     v = Vm([FOREVER, "2"], "garbage", opts=["--young=4m"])
     try:
-        v.read_stdout()
         v.wait_running()
         req = lambda payload: b"MVA1" + struct.pack("<I", len(payload)) + payload  # noqa: E731
         for data, pat in ((b"GET / HTTP/1.0\r\n\r\n", "not the minivm attach protocol"),
@@ -505,7 +504,6 @@ def attach_load_failures():
     the VM runs on."""
     v = Vm([FOREVER], "loadfail")
     try:
-        v.read_stdout()
         v.wait_running()
         one_line_error(attach(v.pid, "load", "/nonexistent/libx.so"), 1,
                        r"cannot load agent '/nonexistent/libx.so'", "missing path")
@@ -556,7 +554,6 @@ def attach_collector_hand_off():
     coll = None
     try:
         for v in vms:
-            v.read_stdout()
             v.wait_running()
         a, b, c = (v.pid for v in vms)
         out = os.path.join(C.work, "collector_out")
