@@ -602,6 +602,105 @@ def attach_collector_hand_off():
             v.kill()
 
 
+# ---- the class histogram (heap histo) --------------------------------------
+
+HISTO = os.path.join(HERE, "attach_histo.mv")
+
+
+def class_histogram(text, what):
+    """`heap histo`'s reply split: the summary's lines, the rows as
+    [(rank, class, instances, bytes)] and the Total line's
+    (instances, bytes, classes)."""
+    head, sep, table = text.partition("class histogram (live objects, exact: every object "
+                                      "reachable from the roots; a heap walk of ")
+    check(sep and head.endswith("\n"), f"{what}: no class histogram title in\n{text}")
+    lines = table.splitlines()
+    check(re.match(r"^\d+\.\d ms\):$", lines[0]) and
+          lines[1].split() == ["#", "instances", "bytes", "class"],
+          f"{what}: histogram title and header\n{table}")
+    rows = []
+    for line in lines[2:-1]:
+        m = re.match(r"^ *(\d+): +([\d,]+) +([\d,]+)  (\S+)$", line)
+        check(m, f"{what}: bad row {line!r}")
+        rows.append((int(m.group(1)), m.group(4), int(m.group(2).replace(",", "")),
+                     int(m.group(3).replace(",", ""))))
+    m = re.match(r"^Total +([\d,]+) +([\d,]+)  \((\d+) class(es)?\)$", lines[-1])
+    check(m, f"{what}: bad Total line {lines[-1]!r}")
+    total = (int(m.group(1).replace(",", "")), int(m.group(2).replace(",", "")), int(m.group(3)))
+    return head, rows, total
+
+
+@test
+def attach_heap_class_histogram():
+    """heap histo[=N|all] (jmap -histo:live): the Leaf and Pair objects that
+    attach_histo.mv keeps live (in a global, main's locals and another
+    thread's) and counts itself, exactly, while both threads make garbage and
+    the young generation collects; also after a full collection moved them.
+    `heap` alone is unchanged, the summary's lines come first, rows are
+    ranked by bytes, N caps the rows and the Total is of every class."""
+    v = Vm([HISTO], "histo", opts=["--young=4m"])
+    try:
+        v.read_stdout()
+        deadline = time.time() + 120
+        want = {}
+        while len(want) < 2:
+            check(time.time() < deadline, f"no counts from {HISTO}: {v.out[:3]}")
+            check(v.p.poll() is None, f"{v.cmd} ended early:\n{v.stderr()[-2000:]}")
+            for line in list(v.out[:2]):
+                name, n, size = line.split()
+                want[name] = (int(n), int(size))
+            time.sleep(0.05)
+        check(set(want) == {"Leaf", "Pair"}, f"counts: {want}")
+        plain = ok(v.pid, "heap")
+        check("class histogram" not in plain and plain.startswith("heap: "), plain)
+        shape = lambda t: re.sub(r"\d+", "N", t)  # noqa: E731
+        for when in ("while collecting", "after gc"):
+            if when == "after gc":
+                ok(v.pid, "gc")
+            out = ok(v.pid, "heap", "histo=all")
+            head, rows, total = class_histogram(out, f"histo=all {when}")
+            check(shape(head) == shape(plain), f"summary lines differ from heap's:\n{head}")
+            got = {name: (n, size) for _, name, n, size in rows}
+            for name, counts in want.items():
+                check(got.get(name) == counts, f"{when}: {name} {got.get(name)}, the program "
+                                               f"keeps {counts} (instances, bytes)")
+            check([r[0] for r in rows] == list(range(1, len(rows) + 1)), f"ranks {rows}")
+            check(all(rows[i][3] >= rows[i + 1][3] for i in range(len(rows) - 1)),
+                  f"{when}: rows not by bytes, descending: {rows}")
+            check(len(set(got)) == len(rows), f"a class twice: {rows}")
+            check(total == (sum(r[2] for r in rows), sum(r[3] for r in rows), len(rows)),
+                  f"{when}: Total {total} vs rows {rows}")
+            # The built-in classes by their names: the global array of
+            # leaves, the spawned thread (main's local `t`).
+            check(got.get("Thread", (0, 0))[0] == 1 and got.get("Array", (0, 0))[0] >= 1,
+                  f"{when}: built-in classes {got}")
+        # histo: the 20 largest (here fewer classes than that); histo=1 the
+        # largest alone, with the Total still of all of them.
+        _, rows, total = class_histogram(ok(v.pid, "heap", "histo"), "histo")
+        check(len(rows) == total[2] <= 20 and rows[0][1] == "Leaf", f"histo: {rows} {total}")
+        _, rows, total = class_histogram(ok(v.pid, "heap", "histo=1"), "histo=1")
+        check(rows == [(1, "Leaf", *want["Leaf"])] and total[2] >= 4, f"histo=1: {rows} {total}")
+        # Mistakes: one line, exit 2, before anything reaches the VM; the VM
+        # checks a request from another client the same way.
+        for arg in ("histo=0", "histo=", "histo=-1", "histo=+3", "histo=x", "histo=1e3",
+                    "histogram", "histo=all,live", ""):
+            one_line_error(attach(v.pid, "heap", arg), 2, r"'heap' takes 'histo', 'histo=N'",
+                           f"heap {arg!r}")
+        one_line_error(attach(v.pid, "heap", "histo=" + "9" * 30), 2, r"'heap' takes 'histo'",
+                       "heap histo=<overflow>")
+        req = lambda payload: b"MVA1" + struct.pack("<I", len(payload)) + payload  # noqa: E731
+        for payload in (b"heap\x00histo=0", b"heap\x00", b"heap\x00\xff"):
+            status, text = parse_reply(raw_request(v.pid, req(payload)), repr(payload))
+            check(status == 1 and text.startswith("'heap' takes 'histo', 'histo=N' (N >= 1) or "
+                                                  "'histo=all'") and "\n" not in text,
+                  f"{payload!r}: {status} {text!r}")
+        check(v.p.poll() is None, "VM died")
+        v.p.send_signal(signal.SIGTERM)
+        check(v.finish() == 143, "SIGTERM")
+    finally:
+        v.kill()
+
+
 def main():
     ap = argparse.ArgumentParser()
     rt.add_path_options(ap, "minivm", "attach", "heapprof", "leakcheck", "lifetimes")

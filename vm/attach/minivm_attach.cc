@@ -47,7 +47,9 @@ constexpr char kUsage[] =
     "commands:\n"
     "  load PATH_OR_NAME[=OPTIONS]  load an agent into the VM (Agent_OnAttach)\n"
     "  threads                      every thread's stack\n"
-    "  heap                         heap usage, collections, sampling\n"
+    "  heap [histo[=N|all]]         heap usage, collections, sampling; with histo, also\n"
+    "                               the live objects per class (the N largest by bytes,\n"
+    "                               20 by default, or all): jmap -histo:live\n"
     "  gc                           a full collection\n"
     "  agents                       the loaded agents and their options\n";
 
@@ -163,8 +165,13 @@ int main(int argc, char** argv) {
   if (minivm::attach::CommandTakesArgument(command) && (!has_argument || argument.empty())) {
     return Usage(absl::StrCat("'", command, "' needs an argument (PATH_OR_NAME[=OPTIONS])"));
   }
-  if (!minivm::attach::CommandTakesArgument(command) && has_argument) {
+  if (!minivm::attach::CommandMayTakeArgument(command) && has_argument) {
     return Usage(absl::StrCat("'", command, "' takes no argument"));
+  }
+  if (command == "heap" && has_argument) {
+    uint64_t rows = 0;
+    std::string error;
+    if (!minivm::attach::ParseHistogramArgument(argument, &rows, &error)) return Usage(error);
   }
   if (command == "load") {
     // A library path is the client's: the VM's working folder may differ.

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
 
@@ -17,6 +18,44 @@ bool IsKnownCommand(std::string_view command) {
 }
 
 bool CommandTakesArgument(std::string_view command) { return command == "load"; }
+
+bool CommandMayTakeArgument(std::string_view command) {
+  return command == "load" || command == "heap";
+}
+
+bool ParseHistogramArgument(std::string_view argument, uint64_t* rows, std::string* error) {
+  if (argument == "histo") {
+    *rows = kDefaultHistogramRows;
+    return true;
+  }
+  if (argument == "histo=all") {
+    *rows = 0;
+    return true;
+  }
+  // Digits only, no sign or space, N >= 1, and no overflow.
+  constexpr std::string_view kPrefix = "histo=";
+  if (argument.size() > kPrefix.size() && argument.substr(0, kPrefix.size()) == kPrefix) {
+    uint64_t n = 0;
+    bool digits = true;
+    for (char c : argument.substr(kPrefix.size())) {
+      if (c < '0' || c > '9' || n > (UINT64_MAX - 9) / 10) {
+        digits = false;
+        break;
+      }
+      n = n * 10 + static_cast<uint64_t>(c - '0');
+    }
+    if (digits && n >= 1) {
+      *rows = n;
+      return true;
+    }
+  }
+  // The argument may be anything: quoted only when short and printable.
+  bool printable = argument.size() <= 64;
+  for (char c : argument) printable = printable && c >= 0x20 && c <= 0x7e;
+  *error = absl::StrCat("'heap' takes 'histo', 'histo=N' (N >= 1) or 'histo=all'",
+                        printable ? absl::StrCat(", not '", std::string(argument), "'") : "");
+  return false;
+}
 
 std::string AttachDirectory(uid_t uid) { return absl::StrCat("/tmp/minivm-attach-", uid); }
 
@@ -78,8 +117,12 @@ bool ParseRequestPayload(std::string_view payload, std::string* command, std::st
     *error = absl::StrCat("'", std::string(name), "' needs an argument");
     return false;
   }
-  if (!CommandTakesArgument(name) && *has_argument) {
+  if (!CommandMayTakeArgument(name) && *has_argument) {
     *error = absl::StrCat("'", std::string(name), "' takes no argument");
+    return false;
+  }
+  uint64_t rows = 0;
+  if (name == "heap" && *has_argument && !ParseHistogramArgument(arg, &rows, error)) {
     return false;
   }
   *command = std::string(name);

@@ -35,9 +35,20 @@ inline constexpr uint32_t kStatusError = 1;
 
 // The commands the VM knows; anything else is refused.
 inline constexpr std::string_view kCommands[] = {"load", "threads", "heap", "gc", "agents"};
-// True for a command that takes an argument (load); the others take none.
+// True for a command that needs an argument (load).
 bool CommandTakesArgument(std::string_view command);
+// True for a command that may have an argument: load, and heap (an optional
+// class histogram, below); the others take none.
+bool CommandMayTakeArgument(std::string_view command);
 bool IsKnownCommand(std::string_view command);
+
+// `heap`'s optional argument, the class histogram (jmap -histo:live):
+// `histo` (the kDefaultHistogramRows largest classes by bytes), `histo=N`
+// (N >= 1) or `histo=all` (*rows = 0). False with a one-line *error for
+// anything else; the client checks it before connecting (bad usage, exit 2)
+// and the VM again (a request from another client).
+inline constexpr uint64_t kDefaultHistogramRows = 20;
+bool ParseHistogramArgument(std::string_view argument, uint64_t* rows, std::string* error);
 
 // The private folder of user `uid`, and the files of process `pid` in it.
 std::string AttachDirectory(uid_t uid);
