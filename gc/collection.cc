@@ -130,15 +130,15 @@ GenerationalHeap::GcKind GenerationalHeap::Collect(Mutator* requester, GcCause c
   safepoints_.End(requester);
   // An explicit collection (no allocation waiting on it) returns after its
   // ObjectFree/ObjectPromote events, so that an agent that forced it sees
-  // its results. An allocation holds a raw pointer: AllocateSlow delivers
-  // its events once the object is in a root (callbacks run native, and
-  // other threads may collect meanwhile).
-  if (!events.empty() && allocation != nullptr) {
+  // its results. An allocation holds a raw pointer: AllocateSlowPath
+  // delivers its events once the object is in a root (callbacks run native,
+  // and other threads may collect meanwhile).
+  if (events.empty()) return kind;
+  if (allocation != nullptr) {
     std::vector<WeakEvent>& deferred = MutatorData::Of(requester)->deferred_events;
     deferred.insert(deferred.end(), events.begin(), events.end());
-  } else if (!events.empty()) {
-    DeliverWeakEvents(std::move(events), requester,
-                      /*wait=*/allocation == nullptr && cause == GcCause::kExplicit);
+  } else {
+    DeliverWeakEvents(std::move(events), requester, /*wait=*/cause == GcCause::kExplicit);
   }
   return kind;
 }

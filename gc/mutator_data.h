@@ -28,7 +28,7 @@ struct MutatorData {
   // updated if a collection moves the object.
   Value sample_root;
   // Weak events of the collections an allocation ran: delivered by
-  // AllocateSlow once the new object is initialised and held in
+  // AllocateSlowPath once the new object is initialised and held in
   // deferred_root (a root, like sample_root). Delivering them in the middle
   // of the allocation would leave the raw memory unrooted while callbacks
   // run in native state and other threads collect. The owning thread only.
