@@ -2398,8 +2398,10 @@ def vm_leakcheck_paths_leaky_cache():
                        r"\S*leaky_cache\.mv:69\)$")
     # Four seeds; the Release build's --full-sweep runs twenty.
     for seed in range(1, 21) if C.full_sweep else (1, 2, 3, 4):
-        r = vm(["--verbose:gc", agent("leakcheck", "interval=16k"), prog, "60000"], seed=seed,
-               opts=SMALL_YOUNG)
+        # path_seconds: a time budget no build reaches, so that timing never
+        # decides whether a path is found (a sanitizer build walks slower).
+        r = vm(["--verbose:gc", agent("leakcheck", "interval=16k,path_seconds=600"), prog,
+                "60000"], seed=seed, opts=SMALL_YOUNG)
         check(r.returncode == 0, f"--seed={seed}: {r.stderr[-3000:]}")
         sites = leak_sites_with_paths(r.stderr)
         check(sites, f"--seed={seed}: no site reported\n{r.stderr[-3000:]}")
@@ -2424,7 +2426,8 @@ def vm_leakcheck_paths_thread_local():
     need_vm()
     prog = os.path.join(HERE, "leak_local.mv")
     for seed in (1, 2):
-        r = vm([agent("leakcheck", "interval=32k"), prog, "40000"], seed=seed, opts=SMALL_YOUNG)
+        r = vm([agent("leakcheck", "interval=32k,path_seconds=600"), prog, "40000"], seed=seed,
+               opts=SMALL_YOUNG)
         check(r.returncode == 0, r.stderr[-3000:])
         sites = leak_sites_with_paths(r.stderr)
         hoarded = [(s, p) for s, p in sites if re.search(r"LEAK\? hoard \S*leak_local\.mv:16 ", s)]
@@ -2501,7 +2504,10 @@ def vm_heapprof_retained_labels():
     need_go()
     prog = os.path.join(ROOT, "examples", "programs", "leaky_cache.mv")
     out = fresh("retained.pb.gz")
-    r = vm([agent("heapprof", f"retained=3,interval=16k,file={out}"), prog, "60000"], seed=1)
+    # A time budget no build reaches (a sanitizer build walks several times
+    # slower): timing must not decide which samples get labels.
+    r = vm([agent("heapprof", f"retained=3,interval=16k,path_seconds=3600,file={out}"), prog,
+            "60000"], seed=1)
     check(r.returncode == 0, r.stderr[-2000:])
     m = re.search(r"^heapprof: retention labels \(root, retained_by\) on (\d+) of (\d+) live "
                   r"samples of the top (\d+) sites; paths to GC roots: [\d,]+ objects visited in a "

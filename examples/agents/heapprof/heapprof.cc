@@ -36,6 +36,8 @@
  *                    shortest path from it); `go tool pprof
  *                    -tagfocus=root=...` then selects what a root retains
  *                    (default 0: none; common/retention.h)
+ *   path_objects=N   the path search's budget in objects (default 2000000)
+ *   path_seconds=S   and in seconds of walking (default 2), as leakcheck's
  *   gdump=FRACTION   also write a numbered dump each time the estimated live
  *                    heap after a collection exceeds its previous maximum by
  *                    FRACTION (e.g. 0.1; jemalloc's prof_gdump)
@@ -141,6 +143,7 @@ struct Config {
   double gdump = 0;  // 0: off
   int64_t histo = 0;  // class histogram rows in the exit summary (0: none; -1: all)
   int64_t retained = 0;  // sites whose live samples get retention labels (0: none)
+  agent::RetentionBudget path_budget;  // retained=: the path search's budget
 };
 
 // Live samples per site whose paths to GC roots are searched (retained=).
@@ -258,6 +261,9 @@ class Profiler {
       return true;
     });
     p->Int("retained", &c->retained, 0, 1000, "a number of sites");
+    p->Int("path_objects", &c->path_budget.max_objects, 1, INT32_MAX, "a number of objects");
+    p->Double("path_seconds", &c->path_budget.max_seconds, 0.001, 3600,
+              "seconds from 0.001 to 3600, e.g. 2");
   }
 
   // Every path is checked now, so that a typo fails before the program
@@ -546,7 +552,7 @@ class Profiler {
     std::vector<std::vector<vmtiLong>> queries;
     for (const auto& t : tags) queries.push_back({t.first});
     const agent::RetentionResult paths =
-        agent::FindRetentionPaths(env, walk_env_, queries, agent::RetentionBudget());
+        agent::FindRetentionPaths(env, walk_env_, queries, config_.path_budget);
     if (paths.unsupported) return;
     std::unordered_map<int64_t, std::pair<std::string, std::string>> label_of;
     for (size_t i = 0; i < tags.size(); i++) {
