@@ -111,6 +111,12 @@ struct Function {
   mutable std::atomic<uint32_t> hotness{0};
   mutable std::atomic<JitState> jit_state{JitState::kInterpreted};
   mutable std::atomic<JitEntry> jit_code{nullptr};
+  // The compiled body that compiled callers call directly, with the
+  // arguments in registers and the result as the return value
+  // (docs/jit.md, "Calls between compiled functions"). Its type depends on
+  // `arity`, so it is stored untyped; only vm/jit/ reads it. Published, with
+  // release, before `jit_code`.
+  mutable std::atomic<void*> jit_direct{nullptr};
 };
 
 class SymbolTable {

@@ -40,17 +40,30 @@
 //     (the object may be old).
 //  6. Memory model as the interpreter's (vm/runtime/shared_slots.h):
 //     acquire loads and release stores for globals, fields and elements.
-//  7. Safepoint polls at function entry and at every loop back-edge: an
-//     acquire load of the poll word and a cold call.
-//  8. Calls: the caller pushes the callee's Frame inline (the checks of
-//     EnterFrame), then calls the callee's compiled code through
-//     Function::jit_code (a direct call for self-recursion), or the
-//     interpreter when there is none or the native stack is low. The result
-//     comes back in the callee's base slot (memory), like every value that
-//     crosses a call.
-//  9. Errors: the runtime raises on the thread; compiled code returns
-//     kError up the native chain with the frames untouched, so the trace is
-//     the interpreter's.
+//  7. Safepoint polls at every CALL (in the caller, as the interpreter
+//     polls) and at every loop back-edge: an acquire load of the poll word
+//     and a cold call. Function entry does not poll: every way in is a CALL
+//     that just polled, or the start of a thread.
+//  8. Calls between compiled functions (docs/jit.md, "Calls"). Each
+//     function is two LLVM functions: its body, `i64 body(thread, frame,
+//     entry, arg0, ..., argN-1)`, and the JitEntry wrapper the interpreter
+//     calls, which loads the arguments from the frame, calls the body and
+//     stores its result in the base slot. A compiled caller writes back only
+//     its own slots below the arguments, pushes the callee's Frame with
+//     EnterFrame's checks (function and base; the callee's pc is written by
+//     its own GC points, the only places it is read), and calls the body
+//     with the arguments in registers (a direct call for self-recursion,
+//     else through Function::jit_direct). The callee keeps its parameters
+//     in registers and writes them home at its GC points like any slot, so
+//     the arguments are stored only if a collection can see them; its
+//     result comes back in rax. An error or exit comes back as a sentinel
+//     that no Value can be (2 or 4: even, so not an int, and below any
+//     object address). When the callee is not compiled, or the native
+//     stack is low, the caller writes the arguments home, nulls the
+//     callee's other locals and runs it in the interpreter.
+//  9. Errors: the runtime raises on the thread; compiled code returns the
+//     error sentinel up the native chain with the frames untouched, so the
+//     trace is the interpreter's.
 #include "vm/jit/ir_generator.h"
 
 #include <atomic>
@@ -95,6 +108,13 @@ constexpr uint64_t kFrameFn = offsetof(Frame, fn);
 constexpr uint64_t kFramePc = offsetof(Frame, pc);
 constexpr uint64_t kFrameBase = offsetof(Frame, base);
 static_assert(offsetof(VMThread, mutator) == 0);
+
+// What a body returns instead of a Value when its activation did not return
+// (design 8): 2 x the Outcome. Both are even (not an int) and non-zero (not
+// null) and below any object's address (not a reference).
+constexpr uint64_t Sentinel(Outcome o) { return 2 * static_cast<uint64_t>(o); }
+static_assert(Sentinel(Outcome::kError) == 2 && Sentinel(Outcome::kExit) == 4);
+static_assert(gc::kHeaderSize > Sentinel(Outcome::kExit));
 static_assert(std::is_standard_layout_v<Frame>);
 
 // LLVM types of the runtime functions' C++ parameter and result types
@@ -143,6 +163,8 @@ class IrGenerator {
         ptr_(b_.getPtrTy()) {}
 
   absl::Status Emit(const std::string& symbol);
+  // The JitEntry wrapper around the body Emit made (design 8).
+  void EmitEntryWrapper(const std::string& symbol);
 
  private:
   // --- bytecode ------------------------------------------------------------
@@ -196,10 +218,21 @@ class IrGenerator {
   void CondBrUnlikely(LValue* cond, BasicBlock* unlikely, BasicBlock* likely) {
     b_.CreateCondBr(cond, unlikely, likely, unlikely_weights_);
   }
-  // if (status != 0) return status;
+  // if (status != kReturn) return Sentinel(status);
   void ReturnIfNonZero(LValue* status);
-  // Raising path: return kError.
-  void ReturnError() { b_.CreateRet(b_.getInt32(static_cast<int>(Outcome::kError))); }
+  // Raising path: return the error sentinel.
+  void ReturnError() { b_.CreateRet(Const64(Sentinel(Outcome::kError))); }
+  // True if a body's result `r` is a sentinel: (r - 2) & ~2 == 0.
+  LValue* IsSentinel(LValue* r) {
+    return b_.CreateICmpEQ(b_.CreateAnd(b_.CreateSub(r, Const64(2)), Const64(~uint64_t{2})),
+                           Const64(0));
+  }
+  // The body's type for a function of `arity` parameters.
+  llvm::FunctionType* BodyType(int arity) {
+    std::vector<llvm::Type*> params = {ptr_, ptr_, i32_};
+    params.insert(params.end(), arity, i64_);
+    return llvm::FunctionType::get(i64_, params, false);
+  }
 
   void EmitPoll(int n, uint32_t pc_off, bool spill);
   void EmitCardMark(LValue* holder, LValue* stored, LValue* extra_condition);
@@ -326,7 +359,7 @@ void IrGenerator::ReturnIfNonZero(LValue* status) {
   BasicBlock* ok = NewBlock("ok");
   CondBrUnlikely(b_.CreateICmpNE(status, b_.getInt32(0)), fail, ok);
   b_.SetInsertPoint(fail);
-  b_.CreateRet(status);
+  b_.CreateRet(b_.CreateShl(b_.CreateZExt(status, i64_), 1));  // Sentinel(status)
   b_.SetInsertPoint(ok);
 }
 
@@ -617,14 +650,20 @@ void IrGenerator::EmitNew(uint32_t off, int depth) {
 void IrGenerator::EmitCall(uint32_t off, int depth) {
   const uint8_t* pc = code_ + off;
   const Function* callee = program_.functions[ReadU32(pc + 1)].get();
-  const int argc = pc[5];
+  const int argc = pc[5];  // == callee->arity (verified)
   const int n = fn_.num_locals + depth;
-  Spill(n, off);  // the caller's pc is its return point, as in the interpreter
-  EmitPoll(n, off, /*spill=*/false);
+  const int below = n - argc;  // the caller's slots under the arguments
+  // The caller's own slots go home, and its pc is its return point, as in
+  // the interpreter; the arguments stay in registers (design 8). The poll's
+  // cold path writes them home too, since a collection there must see them.
+  Spill(below, off);
+  EmitPoll(n, off, /*spill=*/true);
+  std::vector<LValue*> args;
+  for (int k = 0; k < argc; ++k) args.push_back(Get(below + k));
 
   // Push the callee's frame: EnterFrame's checks, inline.
   LValue* next = b_.CreateConstInBoundsGEP1_64(i8_, frame_, sizeof(Frame));
-  LValue* callee_base = HomeAddr(n - argc);
+  LValue* callee_base = HomeAddr(below);
   LValue* frames_end = LoadField(thread_, kThreadFramesEnd, ptr_, tbaa_thread_);
   LValue* stack_end = LoadField(thread_, kThreadStackEnd, ptr_, tbaa_thread_);
   LValue* frames_full = b_.CreateICmpUGE(b_.CreatePtrToInt(next, i64_), b_.CreatePtrToInt(frames_end, i64_));
@@ -635,21 +674,17 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   BasicBlock* push = NewBlock("push_frame");
   CondBrUnlikely(b_.CreateOr(frames_full, stack_full), overflow, push);
   b_.SetInsertPoint(overflow);
+  // The interpreter raises with the arguments still on the stack.
+  Spill(n, off);
   b_.CreateCall(Rt(kStackOverflow), {thread_, b_.CreateZExt(frames_full, i32_)});
   ReturnError();
 
   b_.SetInsertPoint(push);
-  for (int j = argc; j < callee->num_locals; ++j) {
-    llvm::StoreInst* s = b_.CreateAlignedStore(
-        Const64(0), b_.CreateConstInBoundsGEP1_64(i64_, callee_base, j), llvm::Align(8));
-    s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
-  }
   StoreField(ConstPtr(callee), next, kFrameFn, tbaa_frame_);
-  StoreField(ConstPtr(callee->code.data()), next, kFramePc, tbaa_frame_);
   StoreField(callee_base, next, kFrameBase, tbaa_frame_);
   StoreField(next, thread_, kThreadFp, tbaa_thread_);
 
-  // Compiled code if there is some and the native stack has room.
+  // The callee's body if it is compiled and the native stack has room.
   LValue* native_sp = b_.CreatePtrToInt(b_.CreateCall(frameaddress_, {b_.getInt32(0)}), i64_);
   LValue* native_limit = LoadField(thread_, kThreadNativeLimit, i64_, tbaa_thread_);
   LValue* native_low = b_.CreateICmpULT(native_sp, native_limit);
@@ -657,7 +692,7 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   if (callee == &fn_) {
     target = llvm_fn_;
   } else {
-    llvm::LoadInst* code = b_.CreateAlignedLoad(ptr_, ConstPtr(&callee->jit_code), llvm::Align(8));
+    llvm::LoadInst* code = b_.CreateAlignedLoad(ptr_, ConstPtr(&callee->jit_direct), llvm::Align(8));
     code->setAtomic(llvm::AtomicOrdering::Acquire);
     target = code;
   }
@@ -666,21 +701,48 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   BasicBlock* compiled = NewBlock("call_compiled");
   BasicBlock* interpreted = NewBlock("call_interpreted");
   BasicBlock* returned = NewBlock("call_returned");
-  b_.CreateCondBr(interpret, interpreted, compiled);
+  CondBrUnlikely(interpret, interpreted, compiled);
+
   b_.SetInsertPoint(compiled);
-  llvm::FunctionType* entry_type = llvm_fn_->getFunctionType();
-  LValue* status_compiled = b_.CreateCall(entry_type, target, {thread_, next, b_.getInt32(0)});
+  std::vector<LValue*> call_args = {thread_, next, b_.getInt32(0)};
+  call_args.insert(call_args.end(), args.begin(), args.end());
+  LValue* result_compiled = b_.CreateCall(BodyType(argc), target, call_args);
+  BasicBlock* compiled_end = b_.GetInsertBlock();
   b_.CreateBr(returned);
+
+  // The interpreter's frame protocol: arguments home, the other locals
+  // null, pc at the first instruction (EnterFrame).
   b_.SetInsertPoint(interpreted);
-  LValue* status_interpreted = b_.CreateCall(Rt(kCallInterpreted), {thread_, next});
-  b_.CreateBr(returned);
-  b_.SetInsertPoint(returned);
-  llvm::PHINode* status = b_.CreatePHI(i32_, 2);
-  status->addIncoming(status_compiled, compiled);
-  status->addIncoming(status_interpreted, interpreted);
+  for (int k = 0; k < argc; ++k) {
+    llvm::StoreInst* s = b_.CreateAlignedStore(args[k], HomeAddr(below + k), llvm::Align(8));
+    s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
+  }
+  for (int j = argc; j < callee->num_locals; ++j) {
+    llvm::StoreInst* s = b_.CreateAlignedStore(
+        Const64(0), b_.CreateConstInBoundsGEP1_64(i64_, callee_base, j), llvm::Align(8));
+    s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
+  }
+  StoreField(ConstPtr(callee->code.data()), next, kFramePc, tbaa_frame_);
+  LValue* status = b_.CreateCall(Rt(kCallInterpreted), {thread_, next});
   ReturnIfNonZero(status);
+  llvm::LoadInst* result_interpreted = b_.CreateAlignedLoad(i64_, callee_base, llvm::Align(8));
+  result_interpreted->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
+  BasicBlock* interpreted_end = b_.GetInsertBlock();
+  b_.CreateBr(returned);
+
+  b_.SetInsertPoint(returned);
+  llvm::PHINode* result = b_.CreatePHI(i64_, 2);
+  result->addIncoming(result_compiled, compiled_end);
+  result->addIncoming(result_interpreted, interpreted_end);
+  BasicBlock* propagate = NewBlock("propagate");
+  BasicBlock* ok = NewBlock("call_ok");
+  CondBrUnlikely(IsSentinel(result), propagate, ok);
+  b_.SetInsertPoint(propagate);
+  b_.CreateRet(result);  // the frames stay as they are, for the trace
+  b_.SetInsertPoint(ok);
   StoreField(frame_, thread_, kThreadFp, tbaa_thread_);
-  Reload(n - argc + 1);  // the result is in the callee's base slot
+  Reload(below);  // a collection in the callee may have moved them
+  Put(below, result);
 }
 
 void IrGenerator::EmitRuntimeCall(uint32_t off, int depth, bool builtin) {
@@ -825,12 +887,9 @@ void IrGenerator::EmitInstruction(uint32_t off, int depth) {
       }
       break;
     }
-    case Opcode::RETURN: {
-      llvm::StoreInst* s = b_.CreateAlignedStore(Operand(depth, -1), base_, llvm::Align(8));
-      s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
-      b_.CreateRet(b_.getInt32(static_cast<int>(Outcome::kReturn)));
+    case Opcode::RETURN:
+      b_.CreateRet(Operand(depth, -1));  // in a register (design 8)
       break;
-    }
   }
 }
 
@@ -851,9 +910,12 @@ absl::Status IrGenerator::Emit(const std::string& symbol) {
   tbaa_frame_ = tag("frame word");
   tbaa_object_ = tag("object header or initialising store");
 
-  auto* type = llvm::FunctionType::get(i32_, {ptr_, ptr_, i32_}, false);
-  llvm_fn_ = llvm::Function::Create(type, llvm::Function::ExternalLinkage, symbol, module_);
+  // The body (design 8). Not inlined into its wrapper: compiled callers
+  // call it, so it is kept anyway.
+  llvm_fn_ = llvm::Function::Create(BodyType(fn_.arity), llvm::Function::ExternalLinkage,
+                                    BodySymbol(symbol), module_);
   llvm_fn_->addFnAttr(llvm::Attribute::NoUnwind);
+  llvm_fn_->addFnAttr(llvm::Attribute::NoInline);
   thread_ = llvm_fn_->getArg(0);
   frame_ = llvm_fn_->getArg(1);
   LValue* entry_id = llvm_fn_->getArg(2);
@@ -882,10 +944,11 @@ absl::Status IrGenerator::Emit(const std::string& symbol) {
   BasicBlock* osr = NewBlock("osr_entry");
   b_.CreateCondBr(b_.CreateICmpEQ(entry_id, b_.getInt32(0)), normal, osr);
 
-  // Normal entry: the caller pushed the frame (locals are in memory).
+  // Normal entry: the caller pushed the frame; the arguments are in
+  // registers and the other locals are null (the allocas' initial zeros).
+  // No poll: the caller's CALL polled (design 7).
   b_.SetInsertPoint(normal);
-  EmitPoll(fn_.num_locals, 0, /*spill=*/false);
-  Reload(fn_.num_locals);
+  for (int i = 0; i < fn_.arity; ++i) Put(i, llvm_fn_->getArg(3 + i));
   b_.CreateBr(blocks_[0]);
 
   // OSR entries: one per loop header, reloading locals and operands.
@@ -913,10 +976,45 @@ absl::Status IrGenerator::Emit(const std::string& symbol) {
   if (b_.GetInsertBlock()->getTerminator() == nullptr) {
     return absl::InternalError("control falls off the end of the function");
   }
+  EmitEntryWrapper(symbol);
   return absl::OkStatus();
 }
 
+void IrGenerator::EmitEntryWrapper(const std::string& symbol) {
+  auto* type = llvm::FunctionType::get(i32_, {ptr_, ptr_, i32_}, false);
+  llvm::Function* wrapper =
+      llvm::Function::Create(type, llvm::Function::ExternalLinkage, symbol, module_);
+  wrapper->addFnAttr(llvm::Attribute::NoUnwind);
+  LValue* thread = wrapper->getArg(0);
+  LValue* frame = wrapper->getArg(1);
+  LValue* entry_id = wrapper->getArg(2);
+  b_.SetInsertPoint(BasicBlock::Create(ctx_, "entry", wrapper));
+  // The interpreter's EnterFrame put the arguments at base (an on-stack
+  // replacement ignores them and reloads every slot).
+  LValue* base = LoadField(frame, kFrameBase, ptr_, tbaa_frame_);
+  std::vector<LValue*> args = {thread, frame, entry_id};
+  for (int i = 0; i < fn_.arity; ++i) {
+    llvm::LoadInst* arg = b_.CreateAlignedLoad(
+        i64_, b_.CreateConstInBoundsGEP1_64(i64_, base, i), llvm::Align(8));
+    arg->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
+    args.push_back(arg);
+  }
+  LValue* result = b_.CreateCall(llvm_fn_, args);
+  BasicBlock* stopped = BasicBlock::Create(ctx_, "stopped", wrapper);
+  BasicBlock* returned = BasicBlock::Create(ctx_, "returned", wrapper);
+  CondBrUnlikely(IsSentinel(result), stopped, returned);
+  b_.SetInsertPoint(stopped);
+  b_.CreateRet(b_.CreateTrunc(b_.CreateLShr(result, 1), i32_));  // the Outcome
+  b_.SetInsertPoint(returned);
+  // As the interpreter's RETURN: the result in the base slot.
+  llvm::StoreInst* s = b_.CreateAlignedStore(result, base, llvm::Align(8));
+  s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
+  b_.CreateRet(b_.getInt32(static_cast<int>(Outcome::kReturn)));
+}
+
 }  // namespace
+
+std::string BodySymbol(const std::string& symbol) { return symbol + ".body"; }
 
 absl::Status EmitFunction(const VM& vm, const Function& fn, const std::string& symbol,
                           llvm::Module* module) {

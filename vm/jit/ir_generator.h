@@ -12,11 +12,18 @@
 
 namespace minivm::jit {
 
-// Emits `fn` into `module` as the JitEntry-typed function `symbol`.
-// Fails (and leaves nothing usable in the module) on bytecode the analysis
-// rejects: the function then stays interpreted.
+// Emits `fn` into `module` as two functions: its body, BodySymbol(symbol),
+// which compiled callers call with the arguments in registers (published as
+// Function::jit_direct), and the JitEntry-typed `symbol` (Function::jit_code)
+// that the interpreter and on-stack replacement enter, a thin wrapper that
+// takes the arguments from the frame. Fails (and leaves nothing usable in
+// the module) on bytecode the analysis rejects: the function then stays
+// interpreted.
 absl::Status EmitFunction(const VM& vm, const Function& fn, const std::string& symbol,
                           llvm::Module* module);
+
+// The body's symbol for the entry `symbol`.
+std::string BodySymbol(const std::string& symbol);
 
 }  // namespace minivm::jit
 
