@@ -61,6 +61,17 @@
 //     object address). When the callee is not compiled, or the native
 //     stack is low, the caller writes the arguments home, nulls the
 //     callee's other locals and runs it in the interpreter.
+// 10. Inlining (docs/jit.md, "Calls"): a CALL of a small leaf function (no
+//     CALL, SPAWN or LOOP, at most kMaxInlineBytecode bytes) emits the
+//     callee's body in place, with its own slots. The caller's slots go home
+//     as for a call, and the frame checks stay, so a stack overflow happens
+//     at the same depth as in the interpreter. The callee's Frame is written
+//     lazily: only its GC points (slow paths, all cold) write its function,
+//     base and pc and make it t->fp, so a collection, a stack trace, an
+//     agent's GetStackTrace and an error trace see exactly the frames of the
+//     uninlined call, lines included. Its RETURN pops it (t->fp = caller)
+//     and continues in the caller. No poll: a leaf without loops is bounded
+//     work, and the caller polls at its own calls and loops.
 //  9. Errors: the runtime raises on the thread; compiled code returns the
 //     error sentinel up the native chain with the frames untouched, so the
 //     trace is the interpreter's.
@@ -147,6 +158,16 @@ using enum RuntimeFunction;
 
 // Emits one verified bytecode Function as one LLVM function (the design
 // above); the bytecode compiler's counterpart is compiler::BytecodeGenerator.
+// The largest callee inlined (design 10), in bytes of bytecode. A field
+// read is 9 bytes, a NEW 6, a small-integer push 2 to 10: room for a
+// constructor-like function of a few fields, a getter, a small arithmetic
+// helper (HotSpot's MaxInlineSize is 35 bytes of its denser bytecode).
+constexpr size_t kMaxInlineBytecode = 64;
+// The most bytecode inlined into one function, all sites together, so that
+// compile work per function stays bounded (a function of 600 calls to
+// small functions inlines the first 64 or so and calls the rest).
+constexpr size_t kInlineBudget = 2048;
+
 class IrGenerator {
  public:
   IrGenerator(const VM& vm, const Function& fn, llvm::Module* module)
@@ -163,6 +184,8 @@ class IrGenerator {
         ptr_(b_.getPtrTy()) {}
 
   absl::Status Emit(const std::string& symbol);
+  // Call sites inlined by Emit: the callee and the caller's line.
+  const std::vector<InlinedCall>& inlined() const { return inlined_calls_; }
   // The JitEntry wrapper around the body Emit made (design 8).
   void EmitEntryWrapper(const std::string& symbol);
 
@@ -253,6 +276,17 @@ class IrGenerator {
   void EmitIndex(uint32_t off, int depth, bool write);
   void EmitNew(uint32_t off, int depth);
   void EmitCall(uint32_t off, int depth);
+  // Design 10.
+  bool Inlinable(const Function& callee);
+  void EmitInlinedCall(uint32_t off, int depth, const Function& callee);
+  // Run on the callee's generator: emits its body at `outer`'s insertion
+  // point, on the frame `frame` (not pushed) at `base`; RETURN stores into
+  // `result` and branches to `done`.
+  absl::Status EmitInlineBody(IrGenerator& outer, LValue* frame, LValue* base,
+                              const std::vector<LValue*>& args, llvm::AllocaInst* result,
+                              BasicBlock* done);
+  // The body's loop over the bytecode.
+  absl::Status EmitInstructions();
   void EmitRuntimeCall(uint32_t off, int depth, bool builtin);
   // Calls a runtime function on the `pops` operands below `depth` that
   // leaves `results` (0 or 1) values in their place and returns nonzero on
@@ -291,6 +325,14 @@ class IrGenerator {
 
   llvm::FunctionCallee runtime_[kNumRuntimeFunctions];  // by RuntimeFunction
   llvm::Function* frameaddress_ = nullptr;
+
+  // Set when this generator emits an inlined callee (design 10).
+  IrGenerator* outer_ = nullptr;
+  llvm::AllocaInst* inline_result_ = nullptr;
+  BasicBlock* inline_done_ = nullptr;
+  std::vector<InlinedCall> inlined_calls_;
+  absl::Status inline_status_;  // the first inlining that failed
+  size_t inlined_bytes_ = 0;     // against kInlineBudget
 };
 
 void IrGenerator::DeclareRuntime() {
@@ -338,6 +380,13 @@ void IrGenerator::StoreRelease(LValue* v, LValue* p) {
 void IrGenerator::SetPc(uint32_t off) { StoreField(ConstPtr(code_ + off), frame_, kFramePc, tbaa_frame_); }
 
 void IrGenerator::Spill(int n, uint32_t off) {
+  if (outer_ != nullptr) {
+    // An inlined callee's frame exists from its first GC point on (design
+    // 10); the caller wrote its own slots and pc at the call.
+    StoreField(ConstPtr(&fn_), frame_, kFrameFn, tbaa_frame_);
+    StoreField(base_, frame_, kFrameBase, tbaa_frame_);
+    StoreField(frame_, thread_, kThreadFp, tbaa_thread_);
+  }
   for (int i = 0; i < n; ++i) {
     llvm::StoreInst* s = b_.CreateAlignedStore(Get(i), HomeAddr(i), llvm::Align(8));
     s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
@@ -862,9 +911,15 @@ void IrGenerator::EmitInstruction(uint32_t off, int depth) {
       b_.CreateBr(blocks_[target]);
       break;
     }
-    case Opcode::CALL:
-      EmitCall(off, depth);
+    case Opcode::CALL: {
+      const Function& callee = *program_.functions[ReadU32(pc + 1)];
+      if (Inlinable(callee)) {
+        EmitInlinedCall(off, depth, callee);
+      } else {
+        EmitCall(off, depth);
+      }
       break;
+    }
     case Opcode::CALL_BUILTIN:
       EmitRuntimeCall(off, depth, /*builtin=*/true);
       break;
@@ -888,7 +943,13 @@ void IrGenerator::EmitInstruction(uint32_t off, int depth) {
       break;
     }
     case Opcode::RETURN:
-      b_.CreateRet(Operand(depth, -1));  // in a register (design 8)
+      if (outer_ != nullptr) {  // an inlined callee: pop and continue (design 10)
+        b_.CreateStore(Operand(depth, -1), inline_result_);
+        StoreField(outer_->frame_, thread_, kThreadFp, tbaa_thread_);
+        b_.CreateBr(inline_done_);
+      } else {
+        b_.CreateRet(Operand(depth, -1));  // in a register (design 8)
+      }
       break;
   }
 }
@@ -965,6 +1026,13 @@ absl::Status IrGenerator::Emit(const std::string& symbol) {
   b_.SetInsertPoint(bad_entry);
   b_.CreateUnreachable();
 
+  if (absl::Status s = EmitInstructions(); !s.ok()) return s;
+  if (!inline_status_.ok()) return inline_status_;
+  EmitEntryWrapper(symbol);
+  return absl::OkStatus();
+}
+
+absl::Status IrGenerator::EmitInstructions() {
   for (uint32_t off = 0; off < fn_.code.size(); off += LenAt(off)) {
     if (verified_.depth[off] == VerifiedCode::kUnreachable) continue;  // unreachable code
     if (blocks_[off] != nullptr) {
@@ -976,8 +1044,103 @@ absl::Status IrGenerator::Emit(const std::string& symbol) {
   if (b_.GetInsertBlock()->getTerminator() == nullptr) {
     return absl::InternalError("control falls off the end of the function");
   }
-  EmitEntryWrapper(symbol);
   return absl::OkStatus();
+}
+
+bool IrGenerator::Inlinable(const Function& callee) {
+  if (&callee == &fn_ || callee.code.size() > kMaxInlineBytecode ||
+      inlined_bytes_ + callee.code.size() > kInlineBudget) {
+    return false;
+  }
+  // Code the verifier refuses stays interpreted, so it is called, not
+  // inlined (that would refuse the caller too).
+  if (!VerifyFunction(program_, callee).ok()) return false;
+  for (uint32_t off = 0; off < callee.code.size();
+       off += OpcodeLength(static_cast<Opcode>(callee.code[off]))) {
+    const Opcode op = static_cast<Opcode>(callee.code[off]);
+    if (op == Opcode::CALL || op == Opcode::SPAWN || op == Opcode::LOOP) return false;
+  }
+  inlined_bytes_ += callee.code.size();
+  return true;
+}
+
+void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& callee) {
+  const int argc = code_[off + 5];  // == callee.arity (verified)
+  const int n = fn_.num_locals + depth;
+  const int below = n - argc;
+  // As a call: the caller's slots home and its pc at the CALL, so the
+  // callee's GC points need write only its own frame.
+  Spill(below, off);
+  std::vector<LValue*> args;
+  for (int k = 0; k < argc; ++k) args.push_back(Get(below + k));
+  LValue* next = b_.CreateConstInBoundsGEP1_64(i8_, frame_, sizeof(Frame));
+  LValue* callee_base = HomeAddr(below);
+  // EnterFrame's checks, so that the overflow happens where it would.
+  LValue* frames_end = LoadField(thread_, kThreadFramesEnd, ptr_, tbaa_thread_);
+  LValue* stack_end = LoadField(thread_, kThreadStackEnd, ptr_, tbaa_thread_);
+  LValue* frames_full = b_.CreateICmpUGE(b_.CreatePtrToInt(next, i64_), b_.CreatePtrToInt(frames_end, i64_));
+  LValue* needed = b_.CreateConstInBoundsGEP1_64(
+      i64_, callee_base, callee.num_locals + callee.max_stack + kStackSlack);
+  LValue* stack_full = b_.CreateICmpUGT(b_.CreatePtrToInt(needed, i64_), b_.CreatePtrToInt(stack_end, i64_));
+  BasicBlock* overflow = NewBlock("inline_overflow");
+  BasicBlock* body = NewBlock("inline_body");
+  CondBrUnlikely(b_.CreateOr(frames_full, stack_full), overflow, body);
+  b_.SetInsertPoint(overflow);
+  Spill(n, off);
+  b_.CreateCall(Rt(kStackOverflow), {thread_, b_.CreateZExt(frames_full, i32_)});
+  ReturnError();
+
+  b_.SetInsertPoint(body);
+  BasicBlock* done = NewBlock("inline_done");
+  IrGenerator inner(vm_, callee, module_);
+  if (absl::Status s = inner.EmitInlineBody(*this, next, callee_base, args, slots_[below], done);
+      !s.ok() && inline_status_.ok()) {
+    // The whole function then stays interpreted (Emit returns it).
+    inline_status_ = absl::Status(s.code(), absl::StrCat("inlining ", callee.name, ": ", s.message()));
+  }
+  b_.SetInsertPoint(done);
+  Reload(below);  // a collection in the callee may have moved them
+  inlined_calls_.push_back({&callee, fn_.lines.LineFor(off)});
+}
+
+absl::Status IrGenerator::EmitInlineBody(IrGenerator& outer, LValue* frame, LValue* base,
+                                         const std::vector<LValue*>& args,
+                                         llvm::AllocaInst* result, BasicBlock* done) {
+  absl::StatusOr<VerifiedCode> verified = VerifyFunction(program_, fn_);
+  if (!verified.ok()) return verified.status();
+  verified_ = *std::move(verified);
+  outer_ = &outer;
+  inline_result_ = result;
+  inline_done_ = done;
+  llvm_fn_ = outer.llvm_fn_;
+  thread_ = outer.thread_;
+  frame_ = frame;
+  base_ = base;
+  cards_ = outer.cards_;
+  unlikely_weights_ = outer.unlikely_weights_;
+  tbaa_stack_ = outer.tbaa_stack_;
+  tbaa_thread_ = outer.tbaa_thread_;
+  tbaa_frame_ = outer.tbaa_frame_;
+  tbaa_object_ = outer.tbaa_object_;
+  std::copy(std::begin(outer.runtime_), std::end(outer.runtime_), std::begin(runtime_));
+  frameaddress_ = outer.frameaddress_;
+
+  // The callee's slots: allocas in the caller's entry block (promoted to
+  // registers like the caller's), fresh at each inlined activation.
+  IRBuilder<> at_entry(&llvm_fn_->getEntryBlock(), llvm_fn_->getEntryBlock().begin());
+  const int num_slots = fn_.num_locals + fn_.max_stack;
+  b_.SetInsertPoint(outer.b_.GetInsertBlock());
+  for (int i = 0; i < num_slots; ++i) {
+    slots_.push_back(at_entry.CreateAlloca(i64_));
+    Put(i, i < static_cast<int>(args.size()) ? args[i] : Const64(0));
+  }
+  blocks_.assign(fn_.code.size(), nullptr);
+  for (size_t off = 0; off < fn_.code.size(); ++off) {
+    if (verified_.is_leader[off] && verified_.depth[off] != VerifiedCode::kUnreachable) {
+      blocks_[off] = BasicBlock::Create(ctx_, absl::StrCat("inl", fn_.index, "_pc", off), llvm_fn_);
+    }
+  }
+  return EmitInstructions();
 }
 
 void IrGenerator::EmitEntryWrapper(const std::string& symbol) {
@@ -1017,9 +1180,11 @@ void IrGenerator::EmitEntryWrapper(const std::string& symbol) {
 std::string BodySymbol(const std::string& symbol) { return symbol + ".body"; }
 
 absl::Status EmitFunction(const VM& vm, const Function& fn, const std::string& symbol,
-                          llvm::Module* module) {
+                          llvm::Module* module, std::vector<InlinedCall>* inlined) {
   IrGenerator generator(vm, fn, module);
-  return generator.Emit(symbol);
+  absl::Status s = generator.Emit(symbol);
+  if (s.ok() && inlined != nullptr) *inlined = generator.inlined();
+  return s;
 }
 
 }  // namespace minivm::jit

@@ -4,6 +4,7 @@
 #define MINIVM_VM_JIT_IR_GENERATOR_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "llvm/IR/Module.h"
@@ -19,8 +20,14 @@ namespace minivm::jit {
 // takes the arguments from the frame. Fails (and leaves nothing usable in
 // the module) on bytecode the analysis rejects: the function then stays
 // interpreted.
+// A call site whose callee was inlined (ir_generator.cc, design 10).
+struct InlinedCall {
+  const Function* callee;
+  int line;  // of the call
+};
+
 absl::Status EmitFunction(const VM& vm, const Function& fn, const std::string& symbol,
-                          llvm::Module* module);
+                          llvm::Module* module, std::vector<InlinedCall>* inlined = nullptr);
 
 // The body's symbol for the entry `symbol`.
 std::string BodySymbol(const std::string& symbol);

@@ -323,7 +323,8 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns) {
     // erased again, leaving the others (and the shared declarations of the
     // runtime entry points) intact.
     std::string symbol = SymbolFor(*fn);
-    absl::Status emitted = EmitFunction(*vm, *fn, symbol, group.get());
+    std::vector<InlinedCall> inlined;
+    absl::Status emitted = EmitFunction(*vm, *fn, symbol, group.get(), &inlined);
     // The entry wrapper and the body (ir_generator.h): both or neither.
     llvm::Function* ir[2] = {group->getFunction(symbol), group->getFunction(BodySymbol(symbol))};
     for (llvm::Function* f : ir) {
@@ -348,6 +349,12 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns) {
       continue;
     }
     members.emplace_back(fn, std::move(symbol));
+    if (config.verbose) {
+      for (const InlinedCall& call : inlined) {
+        absl::FPrintF(config.log, "[jit] %s: inlined %s (line %d)\n", fn->name, call.callee->name,
+                      call.line);
+      }
+    }
   }
   if (members.empty()) return;
   auto refuse_all = [&](absl::string_view why) {
