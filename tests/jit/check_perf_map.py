@@ -8,8 +8,7 @@ Checks, as a user would meet them:
     minivm's own): every line is `START SIZE name` in hex, sizes are not 0,
     ranges do not overlap, and every function `--verbose:jit` reports as
     compiled (name and address) starts a range named
-    `minivm:NAME (FILE:LINE)` with the line of its `fn` (its body), and
-    one more range, `minivm:NAME (FILE:LINE) [entry]`, is its entry wrapper.
+    `minivm:NAME (FILE:LINE)` with the line of its `fn`.
  2. `--jit=auto` (compiled in the background while the program runs): the
     same for the functions compiled by the time it exits.
  3. `--perf-map=FILE` writes FILE instead.
@@ -99,13 +98,7 @@ def check_compiled_in_map(err, ranges, program_path, label, expect_all):
         check(address in by_start, f"{label}: {fn} at {address:x} starts no range")
         if address in by_start:
             check(by_start[address][1] == want, f"{label}: {by_start[address][1]!r} != {want!r}")
-    # Each function is its body (the address --verbose:jit prints) and the
-    # entry wrapper the interpreter calls (docs/jit.md, "Calls").
-    entries = sorted(name for _, _, name in ranges if name.endswith(" [entry]"))
-    check(entries == sorted(f"minivm:{fn} ({program_path}:{FN_LINES[fn]}) [entry]"
-                            for fn in compiled),
-          f"{label}: entry ranges {entries}")
-    check(len(ranges) == 2 * len(compiled),
+    check(len(ranges) == len(compiled),
           f"{label}: {len(ranges)} ranges for {len(compiled)} compiled functions")
 
 

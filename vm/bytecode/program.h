@@ -75,13 +75,23 @@ class FieldCache {
   std::atomic<uint64_t> word_{0};
 };
 
-// Compiled code for a Function (vm/jit/): `thread` is the VMThread, `frame`
-// the Function's Frame, already pushed by the caller (its base, locals and
-// arguments in place, as the interpreter's CALL leaves them). `entry` is 0 to
+// Compiled code for a Function (vm/jit/; docs/jit.md, "Calls"):
+//   uint64_t code(void* thread, void* frame, uint32_t entry,
+//                 uint64_t arg0, ..., uint64_t argN-1)
+// with the Function's `arity` arguments' bits in registers when arity <=
+// kMaxRegisterArity, and none otherwise (the code then reads them at the
+// frame's base). `thread` is the VMThread, `frame` the Function's Frame,
+// already pushed by the caller (its function and base set). `entry` is 0 to
 // start at the beginning, or 1 + the bytecode offset of a loop header to
-// continue an interpreted activation there (on-stack replacement). Returns
-// an Outcome (vm/runtime/interpreter.h) as an int.
-using JitEntry = int (*)(void* thread, void* frame, uint32_t entry);
+// continue an interpreted activation there (on-stack replacement; the
+// arguments passed are then ignored and every slot is read from the frame).
+// Returns the result Value's bits, or 2 x the Outcome (vm/runtime/
+// interpreter.h) when the activation did not return: 2 for an error, 4 for
+// exit. No Value has those bits (even, so not an int; not null; below any
+// object's address). JitEntry is the type it is stored as; callers cast it
+// to the type with the arguments (RunCompiled in vm/runtime/interpreter.cc).
+inline constexpr int kMaxRegisterArity = 6;
+using JitEntry = uint64_t (*)(void* thread, void* frame, uint32_t entry);
 
 // Tiering state of a Function (vm/jit/jit.h).
 enum class JitState : uint8_t { kInterpreted, kQueued, kCompiled, kFailed };
@@ -111,12 +121,6 @@ struct Function {
   mutable std::atomic<uint32_t> hotness{0};
   mutable std::atomic<JitState> jit_state{JitState::kInterpreted};
   mutable std::atomic<JitEntry> jit_code{nullptr};
-  // The compiled body that compiled callers call directly, with the
-  // arguments in registers and the result as the return value
-  // (docs/jit.md, "Calls between compiled functions"). Its type depends on
-  // `arity`, so it is stored untyped; only vm/jit/ reads it. Published, with
-  // release, before `jit_code`.
-  mutable std::atomic<void*> jit_direct{nullptr};
 };
 
 class SymbolTable {

@@ -44,23 +44,23 @@
 //     polls) and at every loop back-edge: an acquire load of the poll word
 //     and a cold call. Function entry does not poll: every way in is a CALL
 //     that just polled, or the start of a thread.
-//  8. Calls between compiled functions (docs/jit.md, "Calls"). Each
-//     function is two LLVM functions: its body, `i64 body(thread, frame,
-//     entry, arg0, ..., argN-1)`, and the JitEntry wrapper the interpreter
-//     calls, which loads the arguments from the frame, calls the body and
-//     stores its result in the base slot. A compiled caller writes back only
-//     its own slots below the arguments, pushes the callee's Frame with
-//     EnterFrame's checks (function and base; the callee's pc is written by
-//     its own GC points, the only places it is read), and calls the body
-//     with the arguments in registers (a direct call for self-recursion,
-//     else through Function::jit_direct). The callee keeps its parameters
-//     in registers and writes them home at its GC points like any slot, so
-//     the arguments are stored only if a collection can see them; its
-//     result comes back in rax. An error or exit comes back as a sentinel
-//     that no Value can be (2 or 4: even, so not an int, and below any
-//     object address). When the callee is not compiled, or the native
-//     stack is low, the caller writes the arguments home, nulls the
-//     callee's other locals and runs it in the interpreter.
+//  8. Calls between compiled functions (docs/jit.md, "Calls"). A compiled
+//     function is `i64 f(thread, frame, entry, arg0, ..., argN-1)`
+//     (JitEntry in vm/bytecode/program.h; arguments in registers up to
+//     kMaxRegisterArity). A compiled caller writes back only its own slots
+//     below the arguments, pushes the callee's Frame with EnterFrame's
+//     checks (function and base; the callee's pc is written by its own GC
+//     points, the only places it is read), and calls it with the arguments
+//     in registers (a direct call for self-recursion, else through
+//     Function::jit_code). The callee keeps its parameters in registers and
+//     writes them home at its GC points like any slot, so the arguments are
+//     stored only if a collection can see them; its result comes back in
+//     rax. An error or exit comes back as a sentinel that no Value can be
+//     (2 or 4: even, so not an int, and below any object address). When the
+//     callee is not compiled, or the native stack is low, the caller writes
+//     the arguments home, nulls the callee's other locals and runs it in
+//     the interpreter. The interpreter calls compiled code the same way
+//     (RunCompiled in vm/runtime/interpreter.cc).
 // 10. Inlining (docs/jit.md, "Calls"): a CALL of a small leaf function (no
 //     CALL, SPAWN or LOOP, at most kMaxInlineBytecode bytes) emits the
 //     callee's body in place, with its own slots. The caller's slots go home
@@ -186,8 +186,6 @@ class IrGenerator {
   absl::Status Emit(const std::string& symbol);
   // Call sites inlined by Emit: the callee and the caller's line.
   const std::vector<InlinedCall>& inlined() const { return inlined_calls_; }
-  // The JitEntry wrapper around the body Emit made (design 8).
-  void EmitEntryWrapper(const std::string& symbol);
 
  private:
   // --- bytecode ------------------------------------------------------------
@@ -250,14 +248,19 @@ class IrGenerator {
     return b_.CreateICmpEQ(b_.CreateAnd(b_.CreateSub(r, Const64(2)), Const64(~uint64_t{2})),
                            Const64(0));
   }
-  // The body's type for a function of `arity` parameters.
-  llvm::FunctionType* BodyType(int arity) {
+  // The compiled code's type for a function of `arity` parameters
+  // (JitEntry, design 8).
+  llvm::FunctionType* CodeType(int arity) {
     std::vector<llvm::Type*> params = {ptr_, ptr_, i32_};
-    params.insert(params.end(), arity, i64_);
+    params.insert(params.end(), RegisterArgs(arity), i64_);
     return llvm::FunctionType::get(i64_, params, false);
   }
+  static int RegisterArgs(int arity) { return arity <= kMaxRegisterArity ? arity : 0; }
 
-  void EmitPoll(int n, uint32_t pc_off, bool spill);
+  // The poll at a loop back-edge or a call: its cold path writes slots
+  // [from, n) home (the others are home already), sets t->sp = base + n and
+  // the pc, and reads [from, n) back after the safepoint.
+  void EmitPoll(int n, uint32_t pc_off, int from);
   void EmitCardMark(LValue* holder, LValue* stored, LValue* extra_condition);
 
   // --- instructions ----------------------------------------------------------
@@ -412,21 +415,25 @@ void IrGenerator::ReturnIfNonZero(LValue* status) {
   b_.SetInsertPoint(ok);
 }
 
-void IrGenerator::EmitPoll(int n, uint32_t pc_off, bool spill) {
+void IrGenerator::EmitPoll(int n, uint32_t pc_off, int from) {
   llvm::LoadInst* word = b_.CreateAlignedLoad(i32_, ByteOffset(thread_, kPollWord), llvm::Align(4));
   word->setAtomic(llvm::AtomicOrdering::Acquire);
   BasicBlock* slow = NewBlock("poll");
   BasicBlock* cont = NewBlock("polled");
   CondBrUnlikely(b_.CreateICmpNE(word, b_.getInt32(0)), slow, cont);
   b_.SetInsertPoint(slow);
-  if (spill) {
-    Spill(n, pc_off);
-  } else {
-    StoreField(HomeAddr(n), thread_, kThreadSp, tbaa_thread_);
-    SetPc(pc_off);
+  for (int i = from; i < n; ++i) {
+    llvm::StoreInst* s = b_.CreateAlignedStore(Get(i), HomeAddr(i), llvm::Align(8));
+    s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
   }
+  StoreField(HomeAddr(n), thread_, kThreadSp, tbaa_thread_);
+  SetPc(pc_off);
   b_.CreateCall(Rt(kPoll), {thread_});
-  if (spill) Reload(n);
+  for (int i = from; i < n; ++i) {
+    llvm::LoadInst* l = b_.CreateAlignedLoad(i64_, HomeAddr(i), llvm::Align(8));
+    l->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
+    Put(i, l);
+  }
   b_.CreateBr(cont);
   b_.SetInsertPoint(cont);
 }
@@ -702,11 +709,13 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   const int argc = pc[5];  // == callee->arity (verified)
   const int n = fn_.num_locals + depth;
   const int below = n - argc;  // the caller's slots under the arguments
+  const int in_registers = RegisterArgs(argc);
   // The caller's own slots go home, and its pc is its return point, as in
   // the interpreter; the arguments stay in registers (design 8). The poll's
-  // cold path writes them home too, since a collection there must see them.
-  Spill(below, off);
-  EmitPoll(n, off, /*spill=*/true);
+  // cold path writes them home too, since a collection there must see them,
+  // and reads them back; the slots below are read back after the call.
+  Spill(n - in_registers, off);
+  EmitPoll(n, off, n - in_registers);
   std::vector<LValue*> args;
   for (int k = 0; k < argc; ++k) args.push_back(Get(below + k));
 
@@ -741,7 +750,7 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   if (callee == &fn_) {
     target = llvm_fn_;
   } else {
-    llvm::LoadInst* code = b_.CreateAlignedLoad(ptr_, ConstPtr(&callee->jit_direct), llvm::Align(8));
+    llvm::LoadInst* code = b_.CreateAlignedLoad(ptr_, ConstPtr(&callee->jit_code), llvm::Align(8));
     code->setAtomic(llvm::AtomicOrdering::Acquire);
     target = code;
   }
@@ -754,8 +763,8 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
 
   b_.SetInsertPoint(compiled);
   std::vector<LValue*> call_args = {thread_, next, b_.getInt32(0)};
-  call_args.insert(call_args.end(), args.begin(), args.end());
-  LValue* result_compiled = b_.CreateCall(BodyType(argc), target, call_args);
+  call_args.insert(call_args.end(), args.begin(), args.begin() + in_registers);
+  LValue* result_compiled = b_.CreateCall(CodeType(argc), target, call_args);
   BasicBlock* compiled_end = b_.GetInsertBlock();
   b_.CreateBr(returned);
 
@@ -907,7 +916,7 @@ void IrGenerator::EmitInstruction(uint32_t off, int depth) {
     case Opcode::LOOP: {
       // The interpreter's pc at this poll is already the loop header.
       const uint32_t target = JumpTargetAt(off);
-      EmitPoll(fn_.num_locals + depth, target, /*spill=*/true);
+      EmitPoll(fn_.num_locals + depth, target, /*from=*/0);
       b_.CreateBr(blocks_[target]);
       break;
     }
@@ -971,12 +980,9 @@ absl::Status IrGenerator::Emit(const std::string& symbol) {
   tbaa_frame_ = tag("frame word");
   tbaa_object_ = tag("object header or initialising store");
 
-  // The body (design 8). Not inlined into its wrapper: compiled callers
-  // call it, so it is kept anyway.
-  llvm_fn_ = llvm::Function::Create(BodyType(fn_.arity), llvm::Function::ExternalLinkage,
-                                    BodySymbol(symbol), module_);
+  llvm_fn_ = llvm::Function::Create(CodeType(fn_.arity), llvm::Function::ExternalLinkage, symbol,
+                                    module_);
   llvm_fn_->addFnAttr(llvm::Attribute::NoUnwind);
-  llvm_fn_->addFnAttr(llvm::Attribute::NoInline);
   thread_ = llvm_fn_->getArg(0);
   frame_ = llvm_fn_->getArg(1);
   LValue* entry_id = llvm_fn_->getArg(2);
@@ -1006,10 +1012,15 @@ absl::Status IrGenerator::Emit(const std::string& symbol) {
   b_.CreateCondBr(b_.CreateICmpEQ(entry_id, b_.getInt32(0)), normal, osr);
 
   // Normal entry: the caller pushed the frame; the arguments are in
-  // registers and the other locals are null (the allocas' initial zeros).
-  // No poll: the caller's CALL polled (design 7).
+  // registers (or, past kMaxRegisterArity, at base) and the other locals
+  // are null (the allocas' initial zeros). No poll: the caller's CALL
+  // polled (design 7).
   b_.SetInsertPoint(normal);
-  for (int i = 0; i < fn_.arity; ++i) Put(i, llvm_fn_->getArg(3 + i));
+  if (RegisterArgs(fn_.arity) == fn_.arity) {
+    for (int i = 0; i < fn_.arity; ++i) Put(i, llvm_fn_->getArg(3 + i));
+  } else {
+    Reload(fn_.arity);
+  }
   b_.CreateBr(blocks_[0]);
 
   // OSR entries: one per loop header, reloading locals and operands.
@@ -1027,9 +1038,7 @@ absl::Status IrGenerator::Emit(const std::string& symbol) {
   b_.CreateUnreachable();
 
   if (absl::Status s = EmitInstructions(); !s.ok()) return s;
-  if (!inline_status_.ok()) return inline_status_;
-  EmitEntryWrapper(symbol);
-  return absl::OkStatus();
+  return inline_status_;
 }
 
 absl::Status IrGenerator::EmitInstructions() {
@@ -1143,41 +1152,8 @@ absl::Status IrGenerator::EmitInlineBody(IrGenerator& outer, LValue* frame, LVal
   return EmitInstructions();
 }
 
-void IrGenerator::EmitEntryWrapper(const std::string& symbol) {
-  auto* type = llvm::FunctionType::get(i32_, {ptr_, ptr_, i32_}, false);
-  llvm::Function* wrapper =
-      llvm::Function::Create(type, llvm::Function::ExternalLinkage, symbol, module_);
-  wrapper->addFnAttr(llvm::Attribute::NoUnwind);
-  LValue* thread = wrapper->getArg(0);
-  LValue* frame = wrapper->getArg(1);
-  LValue* entry_id = wrapper->getArg(2);
-  b_.SetInsertPoint(BasicBlock::Create(ctx_, "entry", wrapper));
-  // The interpreter's EnterFrame put the arguments at base (an on-stack
-  // replacement ignores them and reloads every slot).
-  LValue* base = LoadField(frame, kFrameBase, ptr_, tbaa_frame_);
-  std::vector<LValue*> args = {thread, frame, entry_id};
-  for (int i = 0; i < fn_.arity; ++i) {
-    llvm::LoadInst* arg = b_.CreateAlignedLoad(
-        i64_, b_.CreateConstInBoundsGEP1_64(i64_, base, i), llvm::Align(8));
-    arg->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
-    args.push_back(arg);
-  }
-  LValue* result = b_.CreateCall(llvm_fn_, args);
-  BasicBlock* stopped = BasicBlock::Create(ctx_, "stopped", wrapper);
-  BasicBlock* returned = BasicBlock::Create(ctx_, "returned", wrapper);
-  CondBrUnlikely(IsSentinel(result), stopped, returned);
-  b_.SetInsertPoint(stopped);
-  b_.CreateRet(b_.CreateTrunc(b_.CreateLShr(result, 1), i32_));  // the Outcome
-  b_.SetInsertPoint(returned);
-  // As the interpreter's RETURN: the result in the base slot.
-  llvm::StoreInst* s = b_.CreateAlignedStore(result, base, llvm::Align(8));
-  s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
-  b_.CreateRet(b_.getInt32(static_cast<int>(Outcome::kReturn)));
-}
 
 }  // namespace
-
-std::string BodySymbol(const std::string& symbol) { return symbol + ".body"; }
 
 absl::Status EmitFunction(const VM& vm, const Function& fn, const std::string& symbol,
                           llvm::Module* module, std::vector<InlinedCall>* inlined) {

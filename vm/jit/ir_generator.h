@@ -13,12 +13,10 @@
 
 namespace minivm::jit {
 
-// Emits `fn` into `module` as two functions: its body, BodySymbol(symbol),
-// which compiled callers call with the arguments in registers (published as
-// Function::jit_direct), and the JitEntry-typed `symbol` (Function::jit_code)
-// that the interpreter and on-stack replacement enter, a thin wrapper that
-// takes the arguments from the frame. Fails (and leaves nothing usable in
-// the module) on bytecode the analysis rejects: the function then stays
+// Emits `fn` into `module` as the function `symbol`, of JitEntry's
+// convention (vm/bytecode/program.h). `inlined`, if given, receives the call
+// sites whose callees were inlined. Fails (and leaves nothing usable in the
+// module) on bytecode the analysis rejects: the function then stays
 // interpreted.
 // A call site whose callee was inlined (ir_generator.cc, design 10).
 struct InlinedCall {
@@ -28,9 +26,6 @@ struct InlinedCall {
 
 absl::Status EmitFunction(const VM& vm, const Function& fn, const std::string& symbol,
                           llvm::Module* module, std::vector<InlinedCall>* inlined = nullptr);
-
-// The body's symbol for the entry `symbol`.
-std::string BodySymbol(const std::string& symbol);
 
 }  // namespace minivm::jit
 

@@ -98,11 +98,7 @@ std::string PerfMapName(const Program& program, llvm::StringRef symbol) {
   size_t index = 0;
   if (symbol.consumeInteger(10, index) || index >= program.functions.size()) return "";
   const Function& fn = *program.functions[index];
-  // The body (BodySymbol) is where the time goes: it gets the plain name.
-  // The entry wrapper the interpreter calls is a few instructions.
-  const bool body = symbol.consume_front(".") && symbol.consume_back(".body");
-  return absl::StrCat("minivm:", fn.name, " (", program.path, ":", fn.line, ")",
-                      body ? "" : " [entry]");
+  return absl::StrCat("minivm:", fn.name, " (", program.path, ":", fn.line, ")");
 }
 
 llvm::OptimizationLevel ToLevel(int level) {
@@ -302,6 +298,7 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns) {
   group->setDataLayout(lljit->getDataLayout());
   group->setTargetTriple(lljit->getTargetTriple().str());
   std::vector<std::pair<const Function*, std::string>> members;
+  std::vector<std::vector<InlinedCall>> members_inlined;  // by member, for --verbose:jit
   for (const Function* fn : fns) {
     if (fn->jit_code.load(std::memory_order_acquire) != nullptr) continue;
     if (fn->code.size() > kMaxCompiledBytecode) {
@@ -325,36 +322,23 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns) {
     std::string symbol = SymbolFor(*fn);
     std::vector<InlinedCall> inlined;
     absl::Status emitted = EmitFunction(*vm, *fn, symbol, group.get(), &inlined);
-    // The entry wrapper and the body (ir_generator.h): both or neither.
-    llvm::Function* ir[2] = {group->getFunction(symbol), group->getFunction(BodySymbol(symbol))};
-    for (llvm::Function* f : ir) {
-      if (!emitted.ok()) break;
-      if (f == nullptr) {
-        emitted = absl::InternalError("no code emitted");
-        break;
-      }
+    llvm::Function* ir = group->getFunction(symbol);
+    if (emitted.ok() && ir != nullptr) {
       std::string verifier_errors;
       llvm::raw_string_ostream verifier_stream(verifier_errors);
-      if (llvm::verifyFunction(*f, &verifier_stream)) {
+      if (llvm::verifyFunction(*ir, &verifier_stream)) {
         verifier_stream.flush();
         emitted = absl::InternalError(
             absl::StrCat("invalid IR: ", verifier_errors.substr(0, verifier_errors.find('\n'))));
       }
     }
     if (!emitted.ok()) {
-      for (llvm::Function* f : ir) {
-        if (f != nullptr) f->eraseFromParent();
-      }
+      if (ir != nullptr) ir->eraseFromParent();
       Refuse(fn, emitted.message());
       continue;
     }
     members.emplace_back(fn, std::move(symbol));
-    if (config.verbose) {
-      for (const InlinedCall& call : inlined) {
-        absl::FPrintF(config.log, "[jit] %s: inlined %s (line %d)\n", fn->name, call.callee->name,
-                      call.line);
-      }
-    }
+    members_inlined.push_back(std::move(inlined));
   }
   if (members.empty()) return;
   auto refuse_all = [&](absl::string_view why) {
@@ -366,7 +350,6 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns) {
       if (!config.print_only.empty() && config.print_only != fn->name) continue;
       std::string text;
       llvm::raw_string_ostream os(text);
-      group->getFunction(BodySymbol(symbol))->print(os);
       group->getFunction(symbol)->print(os);
       os.flush();
       absl::FPrintF(config.log, "; --print-jit: %s\n%s\n", fn->name, text);
@@ -380,12 +363,10 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns) {
           lljit->addIRModule(llvm::orc::ThreadSafeModule(std::move(group), std::move(context)))) {
     return refuse_all(ToString(std::move(e)));
   }
-  // The first lookup compiles, links and maps the whole group. Per member:
-  // its entry wrapper, then its body.
+  // The first lookup compiles, links and maps the whole group.
   std::vector<void*> addresses;
   for (const auto& member : members) {
-   for (const std::string& name : {member.second, BodySymbol(member.second)}) {
-    llvm::Expected<llvm::orc::ExecutorAddr> address = lljit->lookup(name);
+    llvm::Expected<llvm::orc::ExecutorAddr> address = lljit->lookup(member.second);
     if (!address) {
       std::string why = ToString(address.takeError());
       {
@@ -398,7 +379,6 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns) {
       return refuse_all(why);
     }
     addresses.push_back(address->toPtr<void*>());
-   }
   }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -406,14 +386,17 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns) {
   stats.total_ms += ms;
   for (size_t i = 0; i < members.size(); ++i) {
     const Function* fn = members[i].first;
-    fn->jit_direct.store(addresses[2 * i + 1], std::memory_order_release);
-    fn->jit_code.store(reinterpret_cast<JitEntry>(addresses[2 * i]), std::memory_order_release);
+    fn->jit_code.store(reinterpret_cast<JitEntry>(addresses[i]), std::memory_order_release);
     fn->jit_state.store(JitState::kCompiled, std::memory_order_relaxed);
     if (config.verbose) {
       // A group's time is shared out evenly among its functions.
       absl::FPrintF(config.log, "[jit] compiled %s (%d bytes of bytecode) in %.3fms at %p\n",
                     fn->name, fn->code.size(), ms / static_cast<double>(members.size()),
-                    addresses[2 * i + 1]);
+                    addresses[i]);
+      for (const InlinedCall& call : members_inlined[i]) {
+        absl::FPrintF(config.log, "[jit] %s: inlined %s (line %d)\n", fn->name,
+                      call.callee->name, call.line);
+      }
     }
   }
 }

@@ -42,6 +42,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "absl/base/optimization.h"
 #include "absl/strings/str_cat.h"
@@ -96,8 +97,40 @@ inline void InitFields(gc::Mutator* m, Object* obj, const Value* args, int argc)
 // shift's count (so -1 shifts by 63, 64 by 0). Any int is a valid count.
 inline int ShiftCount(Value b) { return static_cast<int>(b.AsInt() & 63); }
 
-inline Outcome RunCompiled(VMThread* t, JitEntry code, Frame* frame, uint32_t entry) {
-  return static_cast<Outcome>(code(t, frame, entry));
+// Calls `code` as the JitEntry of a function of N register arguments
+// (program.h), taking them from `args`.
+template <size_t... I>
+uint64_t CallCompiled(JitEntry code, VMThread* t, Frame* frame, uint32_t entry, const Value* args,
+                      std::index_sequence<I...>) {
+  using Code = uint64_t (*)(void*, void*, uint32_t, decltype(I, uint64_t{})...);
+  // Through void(*)(), the generic function pointer type: JitEntry is the
+  // type `code` is stored as, Code the type it has (program.h).
+  return reinterpret_cast<Code>(reinterpret_cast<void (*)()>(code))(t, frame, entry,
+                                                                     args[I].bits()...);
+}
+
+// Runs `fn`'s compiled code on its pushed frame. As the interpreter's
+// RETURN, the result is left in the frame's base slot.
+inline Outcome RunCompiled(VMThread* t, const Function* fn, JitEntry code, Frame* frame,
+                           uint32_t entry) {
+  static_assert(kMaxRegisterArity == 6, "one case per register arity");
+  const Value* args = frame->base;
+  uint64_t r;
+  switch (fn->arity > kMaxRegisterArity ? 0 : fn->arity) {
+    case 0: r = CallCompiled(code, t, frame, entry, args, std::make_index_sequence<0>()); break;
+    case 1: r = CallCompiled(code, t, frame, entry, args, std::make_index_sequence<1>()); break;
+    case 2: r = CallCompiled(code, t, frame, entry, args, std::make_index_sequence<2>()); break;
+    case 3: r = CallCompiled(code, t, frame, entry, args, std::make_index_sequence<3>()); break;
+    case 4: r = CallCompiled(code, t, frame, entry, args, std::make_index_sequence<4>()); break;
+    case 5: r = CallCompiled(code, t, frame, entry, args, std::make_index_sequence<5>()); break;
+    default: r = CallCompiled(code, t, frame, entry, args, std::make_index_sequence<6>()); break;
+  }
+  if (ABSL_PREDICT_FALSE(r == 2 * static_cast<uint64_t>(Outcome::kError) ||
+                         r == 2 * static_cast<uint64_t>(Outcome::kExit))) {
+    return static_cast<Outcome>(r / 2);
+  }
+  frame->base[0] = Value::FromBits(r);
+  return Outcome::kReturn;
 }
 
 }  // namespace
@@ -111,7 +144,7 @@ Outcome Interpret(VMThread* t, const Function* fn) {
   t->fp = frame;
   if (JitEntry code = fn->jit_code.load(std::memory_order_acquire);
       code != nullptr && !t->NativeStackLow()) {
-    const Outcome o = RunCompiled(t, code, frame, 0);
+    const Outcome o = RunCompiled(t, fn, code, frame, 0);
     if (o == Outcome::kReturn) {
       t->sp = frame->base + 1;
       t->fp = frame - 1;
@@ -362,7 +395,7 @@ op_LOOP:
       SYNC();
       const uint32_t offset = static_cast<uint32_t>(pc - fn->code.data());
       jit->OnOsr(fn, offset);
-      const Outcome o = RunCompiled(t, code, frame, offset + 1);
+      const Outcome o = RunCompiled(t, fn, code, frame, offset + 1);
       if (o != Outcome::kReturn) return o;
       sp = base + 1;  // the result is in base[0], as RETURN leaves it
       goto frame_returned;
@@ -389,7 +422,7 @@ op_CALL : {
     }
     if (code != nullptr && !t->NativeStackLow()) {
       t->fp = next;
-      const Outcome o = RunCompiled(t, code, next, 0);
+      const Outcome o = RunCompiled(t, callee, code, next, 0);
       if (o != Outcome::kReturn) return o;
       t->fp = frame;
       sp = next->base + 1;
