@@ -34,7 +34,7 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# median_seconds, same_output, ratio, private_minivm
+# median_seconds, median, same_output, ratio, private_minivm
 source "$HERE/../lib.sh"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -68,9 +68,6 @@ timed_log() {
   end=$(date +%s%N)
   awk -v ns=$((end - start)) 'BEGIN { printf "%.3f\n", ns / 1e9 }'
 }
-
-# median: the median of the numbers on stdin, one a line.
-median() { sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)]; else print 0 }'; }
 
 
 # Sums of stop-the-world pause milliseconds in each runtime's GC log.
