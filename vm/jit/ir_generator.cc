@@ -61,23 +61,31 @@
 //     the arguments home, nulls the callee's other locals and runs it in
 //     the interpreter. The interpreter calls compiled code the same way
 //     (RunCompiled in vm/runtime/interpreter.cc).
-// 10. Inlining (docs/jit.md, "Calls"): a CALL of a small leaf function (no
-//     CALL, SPAWN or LOOP, at most kMaxInlineBytecode bytes) emits the
-//     callee's body in place, with its own slots. The caller's slots go home
+// 10. Inlining (docs/jit.md, "Calls"): a CALL of a small function without
+//     loops or spawns (kMaxInlineBytecode bytes), whose own calls are to
+//     small leaves that inline too, emits the callee's body in place, with
+//     its own slots, up to kMaxInlineDepth levels deep and kInlineBudget
+//     bytes in all. A recursive function is inlined into itself once
+//     (HotSpot's MaxRecursiveInlineLevel is 1 too), so fib's body holds two
+//     copies of itself that make real calls, and the recursion makes half
+//     the calls. The caller's slots go home
 //     as for a call, and the frame checks stay, so a stack overflow happens
 //     at the same depth as in the interpreter. The callee's Frame is written
 //     lazily: only its GC points (slow paths, all cold) write its function,
 //     base and pc and make it t->fp, so a collection, a stack trace, an
 //     agent's GetStackTrace and an error trace see exactly the frames of the
 //     uninlined call, lines included. Its RETURN pops it (t->fp = caller)
-//     and continues in the caller. No poll: a leaf without loops is bounded
-//     work, and the caller polls at its own calls and loops.
+//     and continues in the caller. A call the inlined body makes is a GC
+//     point like any other: it writes the inlined frame first, so the chain
+//     of frames is whole below the callee. No poll on entry: an inlined body
+//     without loops is bounded work, and its calls poll.
 //  9. Errors: the runtime raises on the thread; compiled code returns the
 //     error sentinel up the native chain with the frames untouched, so the
 //     trace is the interpreter's.
 #include "vm/jit/ir_generator.h"
 
 #include <atomic>
+#include <optional>
 #include <cstddef>
 #include <type_traits>
 #include <utility>
@@ -163,10 +171,16 @@ using enum RuntimeFunction;
 // constructor-like function of a few fields, a getter, a small arithmetic
 // helper (HotSpot's MaxInlineSize is 35 bytes of its denser bytecode).
 constexpr size_t kMaxInlineBytecode = 64;
+// A recursive function inlined into itself (once) may be larger: the copy
+// halves the calls on every recursive path (binary trees' bottom_up and
+// check are 84 and 77 bytes, fib 62).
+constexpr size_t kMaxRecursiveInlineBytecode = 128;
 // The most bytecode inlined into one function, all sites together, so that
 // compile work per function stays bounded (a function of 600 calls to
 // small functions inlines the first 64 or so and calls the rest).
 constexpr size_t kInlineBudget = 2048;
+// Inlined bodies within inlined bodies, at most.
+constexpr int kMaxInlineDepth = 3;
 
 class IrGenerator {
  public:
@@ -331,6 +345,8 @@ class IrGenerator {
 
   // Set when this generator emits an inlined callee (design 10).
   IrGenerator* outer_ = nullptr;
+  // The generator of the function being compiled, at the end of outer_.
+  IrGenerator& Root() { return outer_ == nullptr ? *this : outer_->Root(); }
   llvm::AllocaInst* inline_result_ = nullptr;
   BasicBlock* inline_done_ = nullptr;
   std::vector<InlinedCall> inlined_calls_;
@@ -747,7 +763,7 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   LValue* native_limit = LoadField(thread_, kThreadNativeLimit, i64_, tbaa_thread_);
   LValue* native_low = b_.CreateICmpULT(native_sp, native_limit);
   LValue* target;
-  if (callee == &fn_) {
+  if (callee == &Root().fn_) {  // self-recursion, maybe from an inlined copy
     target = llvm_fn_;
   } else {
     llvm::LoadInst* code = b_.CreateAlignedLoad(ptr_, ConstPtr(&callee->jit_code), llvm::Align(8));
@@ -768,23 +784,12 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   BasicBlock* compiled_end = b_.GetInsertBlock();
   b_.CreateBr(returned);
 
-  // The interpreter's frame protocol: arguments home, the other locals
-  // null, pc at the first instruction (EnterFrame).
+  // The interpreter, which completes the frame (one call, to keep the IR
+  // of every call site small: compile time grows with it).
   b_.SetInsertPoint(interpreted);
-  for (int k = 0; k < argc; ++k) {
-    llvm::StoreInst* s = b_.CreateAlignedStore(args[k], HomeAddr(below + k), llvm::Align(8));
-    s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
-  }
-  for (int j = argc; j < callee->num_locals; ++j) {
-    llvm::StoreInst* s = b_.CreateAlignedStore(
-        Const64(0), b_.CreateConstInBoundsGEP1_64(i64_, callee_base, j), llvm::Align(8));
-    s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
-  }
-  StoreField(ConstPtr(callee->code.data()), next, kFramePc, tbaa_frame_);
-  LValue* status = b_.CreateCall(Rt(kCallInterpreted), {thread_, next});
-  ReturnIfNonZero(status);
-  llvm::LoadInst* result_interpreted = b_.CreateAlignedLoad(i64_, callee_base, llvm::Align(8));
-  result_interpreted->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
+  std::vector<LValue*> interpreted_args = {thread_, next};
+  for (int k = 0; k < 6; ++k) interpreted_args.push_back(k < in_registers ? args[k] : Const64(0));
+  LValue* result_interpreted = b_.CreateCall(Rt(kCallInterpreted), interpreted_args);
   BasicBlock* interpreted_end = b_.GetInsertBlock();
   b_.CreateBr(returned);
 
@@ -1056,20 +1061,57 @@ absl::Status IrGenerator::EmitInstructions() {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Calls of `fn`, in order: CALL targets' indices; nullopt if `fn` spawns or
+// loops (never inlined).
+std::optional<std::vector<uint32_t>> CallsOfLoopFree(const Function& fn) {
+  std::vector<uint32_t> calls;
+  for (uint32_t off = 0; off < fn.code.size();
+       off += OpcodeLength(static_cast<Opcode>(fn.code[off]))) {
+    const Opcode op = static_cast<Opcode>(fn.code[off]);
+    if (op == Opcode::SPAWN || op == Opcode::LOOP) return std::nullopt;
+    if (op == Opcode::CALL) calls.push_back(ReadU32(fn.code.data() + off + 1));
+  }
+  return calls;
+}
+
+// A small function without calls, loops or spawns.
+bool IsSmallLeaf(const Function& fn) {
+  if (fn.code.size() > kMaxInlineBytecode) return false;
+  std::optional<std::vector<uint32_t>> calls = CallsOfLoopFree(fn);
+  return calls.has_value() && calls->empty();
+}
+
+}  // namespace
+
 bool IrGenerator::Inlinable(const Function& callee) {
-  if (&callee == &fn_ || callee.code.size() > kMaxInlineBytecode ||
-      inlined_bytes_ + callee.code.size() > kInlineBudget) {
+  IrGenerator& root = Root();
+  const bool self = &callee == &root.fn_;
+  if (callee.code.size() > (self ? kMaxRecursiveInlineBytecode : kMaxInlineBytecode) ||
+      root.inlined_bytes_ + callee.code.size() > kInlineBudget) {
     return false;
+  }
+  int depth = 0;
+  int copies = 0;  // of `callee` in the chain of inlined bodies
+  for (const IrGenerator* g = this; g != nullptr; g = g->outer_) {
+    if (g->outer_ != nullptr) ++depth;
+    if (&g->fn_ == &callee) ++copies;
+  }
+  if (depth >= kMaxInlineDepth || copies > 1) return false;
+  std::optional<std::vector<uint32_t>> calls = CallsOfLoopFree(callee);
+  if (!calls.has_value()) return false;
+  // What the callee calls must inline away too, except in a recursive
+  // function's copy of itself: compile time grows with every call site.
+  if (!self) {
+    for (uint32_t index : *calls) {
+      if (!IsSmallLeaf(*program_.functions[index])) return false;
+    }
   }
   // Code the verifier refuses stays interpreted, so it is called, not
   // inlined (that would refuse the caller too).
   if (!VerifyFunction(program_, callee).ok()) return false;
-  for (uint32_t off = 0; off < callee.code.size();
-       off += OpcodeLength(static_cast<Opcode>(callee.code[off]))) {
-    const Opcode op = static_cast<Opcode>(callee.code[off]);
-    if (op == Opcode::CALL || op == Opcode::SPAWN || op == Opcode::LOOP) return false;
-  }
-  inlined_bytes_ += callee.code.size();
+  root.inlined_bytes_ += callee.code.size();
   return true;
 }
 
@@ -1101,6 +1143,7 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
 
   b_.SetInsertPoint(body);
   BasicBlock* done = NewBlock("inline_done");
+  Root().inlined_calls_.push_back({&callee, &fn_, fn_.lines.LineFor(off)});
   IrGenerator inner(vm_, callee, module_);
   if (absl::Status s = inner.EmitInlineBody(*this, next, callee_base, args, slots_[below], done);
       !s.ok() && inline_status_.ok()) {
@@ -1109,7 +1152,6 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
   }
   b_.SetInsertPoint(done);
   Reload(below);  // a collection in the callee may have moved them
-  inlined_calls_.push_back({&callee, fn_.lines.LineFor(off)});
 }
 
 absl::Status IrGenerator::EmitInlineBody(IrGenerator& outer, LValue* frame, LValue* base,

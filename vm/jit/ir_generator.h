@@ -21,7 +21,8 @@ namespace minivm::jit {
 // A call site whose callee was inlined (ir_generator.cc, design 10).
 struct InlinedCall {
   const Function* callee;
-  int line;  // of the call
+  const Function* caller;  // the compiled function, or an inlined body in it
+  int line;                // of the call, in `caller`
 };
 
 absl::Status EmitFunction(const VM& vm, const Function& fn, const std::string& symbol,

@@ -394,8 +394,9 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns) {
                     fn->name, fn->code.size(), ms / static_cast<double>(members.size()),
                     addresses[i]);
       for (const InlinedCall& call : members_inlined[i]) {
-        absl::FPrintF(config.log, "[jit] %s: inlined %s (line %d)\n", fn->name,
-                      call.callee->name, call.line);
+        absl::FPrintF(config.log, "[jit] %s: inlined %s (line %d%s)\n", fn->name,
+                      call.callee->name, call.line,
+                      call.caller == fn ? "" : absl::StrCat(", in ", call.caller->name));
       }
     }
   }

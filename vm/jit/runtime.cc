@@ -61,8 +61,22 @@ int32_t minivm_jit_spawn(VMThread* t, const Function* fn, Value* args, uint32_t 
   return 1;
 }
 
-int32_t minivm_jit_call_interpreted(VMThread* t, Frame* frame) noexcept {
-  return static_cast<int32_t>(minivm::InterpretFrame(t, frame));
+uint64_t minivm_jit_call_interpreted(VMThread* t, Frame* frame, uint64_t a0, uint64_t a1,
+                                     uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5) noexcept {
+  // EnterFrame's work that compiled callers leave out (ir_generator.cc,
+  // design 8). Nothing here can collect before the arguments are stored.
+  const minivm::Function* fn = frame->fn;
+  minivm::gc::Value* base = frame->base;
+  static_assert(minivm::kMaxRegisterArity == 6);
+  if (fn->arity <= minivm::kMaxRegisterArity) {
+    const uint64_t args[] = {a0, a1, a2, a3, a4, a5};
+    for (int i = 0; i < fn->arity; ++i) base[i] = minivm::gc::Value::FromBits(args[i]);
+  }
+  for (int i = fn->arity; i < fn->num_locals; ++i) base[i] = minivm::gc::Value::Null();
+  frame->pc = fn->code.data();
+  const minivm::Outcome o = minivm::InterpretFrame(t, frame);
+  if (o != minivm::Outcome::kReturn) return 2 * static_cast<uint64_t>(o);
+  return base[0].bits();
 }
 
 void minivm_jit_stack_overflow(VMThread* t, int32_t frames) noexcept {

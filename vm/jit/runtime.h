@@ -65,10 +65,13 @@
   /* SPAWN; 1 on success with the Thread in args[0], 0 raised. */                               \
   X(kSpawn, minivm_jit_spawn, int32_t,                                                           \
     (minivm::VMThread* t, const minivm::Function* fn, minivm::gc::Value* args, uint32_t argc))   \
-  /* CALL of a function without compiled code, or with the native stack low: runs the */       \
-  /* pushed frame (t->fp) in the interpreter. Returns an Outcome. */                            \
-  X(kCallInterpreted, minivm_jit_call_interpreted, int32_t,                                      \
-    (minivm::VMThread* t, minivm::Frame* frame))                                                 \
+  /* CALL of a function without compiled code, or with the native stack low: stores the */     \
+  /* arguments (up to kMaxRegisterArity; more are in place already) and nulls the other */      \
+  /* locals of the pushed frame (t->fp), sets its pc and runs it in the interpreter. */         \
+  /* Returns what compiled code returns (JitEntry): the result's bits or a sentinel. */        \
+  X(kCallInterpreted, minivm_jit_call_interpreted, uint64_t,                                     \
+    (minivm::VMThread* t, minivm::Frame* frame, uint64_t a0, uint64_t a1, uint64_t a2,           \
+     uint64_t a3, uint64_t a4, uint64_t a5))                                                     \
   /* CALL found the frame array (frames != 0) or the value stack full. */                       \
   X(kStackOverflow, minivm_jit_stack_overflow, void, (minivm::VMThread* t, int32_t frames))
 // clang-format on

@@ -110,8 +110,10 @@ uint64_t CallCompiled(JitEntry code, VMThread* t, Frame* frame, uint32_t entry, 
 }
 
 // Runs `fn`'s compiled code on its pushed frame. As the interpreter's
-// RETURN, the result is left in the frame's base slot.
-inline Outcome RunCompiled(VMThread* t, const Function* fn, JitEntry code, Frame* frame,
+// RETURN, the result is left in the frame's base slot. Not inlined: the
+// arity switch would grow InterpretFrame's dispatch loop, and code layout
+// there moves the interpreter's speed by more than the call costs.
+ABSL_ATTRIBUTE_NOINLINE Outcome RunCompiled(VMThread* t, const Function* fn, JitEntry code, Frame* frame,
                            uint32_t entry) {
   static_assert(kMaxRegisterArity == 6, "one case per register arity");
   const Value* args = frame->base;
