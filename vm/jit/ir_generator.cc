@@ -99,6 +99,7 @@
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/MDBuilder.h"
+#include "vm/bytecode/builtins.h"
 #include "vm/bytecode/opcodes.h"
 #include "vm/bytecode/verifier.h"
 #include "vm/jit/runtime.h"
@@ -642,8 +643,9 @@ void IrGenerator::EmitIndex(uint32_t off, int depth, bool write) {
   CondBrUnlikely(b_.CreateNot(b_.CreateAnd(IsRef(obj), IsInt(index))), slow, is_ref);
   b_.SetInsertPoint(is_ref);
   LValue* klass = b_.CreatePtrToInt(LoadField(AsPtr(obj), 0, ptr_, tbaa_object_), i64_);
-  CondBrUnlikely(b_.CreateICmpNE(klass, Const64(reinterpret_cast<uint64_t>(ArrayKlass()))), slow,
-                 is_array);
+  BasicBlock* not_array = NewBlock("index_not_array");
+  CondBrUnlikely(b_.CreateICmpNE(klass, Const64(reinterpret_cast<uint64_t>(ArrayKlass()))),
+                 not_array, is_array);
   b_.SetInsertPoint(is_array);
   // The length word is immutable once the array is published.
   LValue* length = LoadField(AsPtr(obj), gc::kHeaderSize, i64_, tbaa_object_);
@@ -651,6 +653,39 @@ void IrGenerator::EmitIndex(uint32_t off, int depth, bool write) {
   CondBrUnlikely(b_.CreateICmpUGE(i, length), slow, fast);
   b_.SetInsertPoint(fast);
   EmitSlotAccess(obj, i, gc::kArrayHeaderSize, depth, write, /*read_pops=*/2);
+  b_.CreateBr(done);
+
+  // Bytes: one byte per element after the length word, relaxed loads and
+  // stores as the interpreter's (vm/runtime/shared_slots.h); a stored value
+  // must be an int in 0..255, else the slow path raises. No card mark: a
+  // byte is never a reference.
+  b_.SetInsertPoint(not_array);
+  BasicBlock* is_bytes = NewBlock("index_bytes");
+  BasicBlock* bytes_fast = NewBlock("index_bytes_fast");
+  CondBrUnlikely(b_.CreateICmpNE(klass, Const64(reinterpret_cast<uint64_t>(BytesKlass()))), slow,
+                 is_bytes);
+  b_.SetInsertPoint(is_bytes);
+  LValue* byte_length = LoadField(AsPtr(obj), gc::kHeaderSize, i64_, tbaa_object_);
+  LValue* bi = Untag(index);
+  LValue* in_range = b_.CreateICmpULT(bi, byte_length);
+  LValue* stored = write ? Operand(depth, -1) : nullptr;
+  if (write) {  // an int whose untagged value is 0..255 (unsigned compare)
+    in_range = b_.CreateAnd(in_range, b_.CreateAnd(IsInt(stored),
+                                                   b_.CreateICmpULE(Untag(stored), Const64(255))));
+  }
+  CondBrUnlikely(b_.CreateNot(in_range), slow, bytes_fast);
+  b_.SetInsertPoint(bytes_fast);
+  LValue* byte_addr = b_.CreateInBoundsGEP(
+      i8_, AsPtr(obj), b_.CreateAdd(bi, Const64(gc::kArrayHeaderSize)));
+  if (write) {
+    llvm::StoreInst* s = b_.CreateAlignedStore(b_.CreateTrunc(Untag(stored), i8_), byte_addr,
+                                               llvm::Align(1));
+    s->setAtomic(llvm::AtomicOrdering::Monotonic);
+  } else {
+    llvm::LoadInst* l = b_.CreateAlignedLoad(i8_, byte_addr, llvm::Align(1));
+    l->setAtomic(llvm::AtomicOrdering::Monotonic);
+    SetOperand(depth, -2, Tag(b_.CreateZExt(l, i64_)));
+  }
   b_.CreateBr(done);
   b_.SetInsertPoint(slow);
   if (write) {
@@ -812,6 +847,29 @@ void IrGenerator::EmitRuntimeCall(uint32_t off, int depth, bool builtin) {
   const uint8_t* pc = code_ + off;
   const int argc = ArgcOperand(pc);
   const int n = fn_.num_locals + depth;
+  BasicBlock* done = nullptr;
+  if (builtin && static_cast<Builtin>(pc[1]) == Builtin::k_len) {
+    // len of an Array, Bytes or String inline: the length word, immutable
+    // once the object is published. Anything else raises in the built-in.
+    LValue* x = Operand(depth, -1);
+    BasicBlock* is_ref = NewBlock("len_ref");
+    BasicBlock* fast = NewBlock("len_fast");
+    BasicBlock* slow = NewBlock("len_slow");
+    done = NewBlock("len_done");
+    CondBrUnlikely(b_.CreateNot(IsRef(x)), slow, is_ref);
+    b_.SetInsertPoint(is_ref);
+    LValue* klass = b_.CreatePtrToInt(LoadField(AsPtr(x), 0, ptr_, tbaa_object_), i64_);
+    auto is = [&](const Klass* k) {
+      return b_.CreateICmpEQ(klass, Const64(reinterpret_cast<uint64_t>(k)));
+    };
+    CondBrUnlikely(b_.CreateNot(b_.CreateOr(is(ArrayKlass()), b_.CreateOr(is(BytesKlass()),
+                                                                          is(StringKlass())))),
+                   slow, fast);
+    b_.SetInsertPoint(fast);
+    SetOperand(depth, -1, Tag(LoadField(AsPtr(x), gc::kHeaderSize, i64_, tbaa_object_)));
+    b_.CreateBr(done);
+    b_.SetInsertPoint(slow);
+  }
   Spill(n, off);
   LValue* args = HomeAddr(n - argc);
   if (builtin) {
@@ -828,6 +886,10 @@ void IrGenerator::EmitRuntimeCall(uint32_t off, int depth, bool builtin) {
     b_.SetInsertPoint(cont);
   }
   Reload(n - argc + 1);
+  if (done != nullptr) {
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+  }
 }
 
 void IrGenerator::EmitInstruction(uint32_t off, int depth) {
