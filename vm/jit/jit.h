@@ -32,6 +32,15 @@ namespace minivm::jit {
 inline constexpr size_t kBatchFunctions = 512;
 inline constexpr size_t kBatchBytecode = 64 * 1024;
 
+// The tiers of compiled code (jit.cc, design 2). --jit=eager compiles every
+// function at the quick tier; --jit=auto compiles hot functions at the
+// optimising tier, at --jit-opt.
+enum class Tier { kQuick, kOptimized };
+
+// --jit=eager compiles batches on up to this many threads, one per hardware
+// thread (jit.cc, design 7).
+inline constexpr size_t kMaxEagerThreads = 8;
+
 // Default --jit-memory, as HotSpot's 240 MB ReservedCodeCacheSize: about
 // half a million small functions.
 inline constexpr uint64_t kDefaultJitMemory = uint64_t{256} << 20;
