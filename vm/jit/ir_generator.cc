@@ -51,6 +51,16 @@
 //  9. Errors: the runtime raises on the thread; compiled code returns
 //     kError up the native chain with the frames untouched, so the trace is
 //     the interpreter's.
+// 10. Tier-up (quick tier only, jit.cc design 2): at entry and at every loop
+//     back-edge the code counts Function::hotness as the interpreter does
+//     (relaxed load + store). From the threshold on, a cold block reports
+//     the function once (minivm_jit_hot, while its state is kQuick; a GC
+//     point, since --jit-sync compiles there) and, once jit_code holds other
+//     code than this function (the optimised code), continues the
+//     activation there: at entry with entry 0, at a back-edge with the loop
+//     header's OSR entry, the same frame either way, as the interpreter's
+//     OSR does. Nothing in it depends on sampling. The optimising tier emits
+//     none of this.
 #include "vm/jit/ir_generator.h"
 
 #include <atomic>
@@ -129,7 +139,7 @@ using enum RuntimeFunction;
 // above); the bytecode compiler's counterpart is compiler::BytecodeGenerator.
 class IrGenerator {
  public:
-  IrGenerator(const VM& vm, const Function& fn, llvm::Module* module)
+  IrGenerator(const VM& vm, const Function& fn, llvm::Module* module, uint32_t hot_threshold)
       : vm_(vm),
         program_(vm.program()),
         fn_(fn),
@@ -140,7 +150,8 @@ class IrGenerator {
         i8_(b_.getInt8Ty()),
         i32_(b_.getInt32Ty()),
         i64_(b_.getInt64Ty()),
-        ptr_(b_.getPtrTy()) {}
+        ptr_(b_.getPtrTy()),
+        hot_threshold_(hot_threshold) {}
 
   absl::Status Emit(const std::string& symbol);
 
@@ -202,6 +213,9 @@ class IrGenerator {
   void ReturnError() { b_.CreateRet(b_.getInt32(static_cast<int>(Outcome::kError))); }
 
   void EmitPoll(int n, uint32_t pc_off, bool spill);
+  // Design 10: slots [0, n) live, `pc_off` the pc to write back, `entry`
+  // the optimised code's entry argument. Nothing unless hot_threshold_.
+  void EmitTierUp(int n, uint32_t pc_off, uint32_t entry, bool spill);
   void EmitCardMark(LValue* holder, LValue* stored, LValue* extra_condition);
 
   // --- instructions ----------------------------------------------------------
@@ -238,6 +252,7 @@ class IrGenerator {
   llvm::Type* i32_;
   llvm::Type* i64_;
   llvm::PointerType* ptr_;
+  const uint32_t hot_threshold_;  // 0: no hotness counting (design 10)
 
   // The verifier's facts (stack depths, block leaders, loop headers: the
   // OSR entries), indexed by bytecode offset.
@@ -346,6 +361,58 @@ void IrGenerator::EmitPoll(int n, uint32_t pc_off, bool spill) {
   b_.CreateCall(Rt(kPoll), {thread_});
   if (spill) Reload(n);
   b_.CreateBr(cont);
+  b_.SetInsertPoint(cont);
+}
+
+void IrGenerator::EmitTierUp(int n, uint32_t pc_off, uint32_t entry, bool spill) {
+  if (hot_threshold_ == 0) return;
+  LValue* counter = ConstPtr(&fn_.hotness);
+  llvm::LoadInst* old = b_.CreateAlignedLoad(i32_, counter, llvm::Align(4));
+  old->setAtomic(llvm::AtomicOrdering::Monotonic);
+  LValue* hotness = b_.CreateAdd(old, b_.getInt32(1));
+  b_.CreateAlignedStore(hotness, counter, llvm::Align(4))
+      ->setAtomic(llvm::AtomicOrdering::Monotonic);
+  BasicBlock* hot = NewBlock("hot");
+  BasicBlock* cont = NewBlock("counted");
+  CondBrUnlikely(b_.CreateICmpUGE(hotness, b_.getInt32(hot_threshold_)), hot, cont);
+
+  b_.SetInsertPoint(hot);
+  llvm::LoadInst* state = b_.CreateAlignedLoad(i8_, ConstPtr(&fn_.jit_state), llvm::Align(1));
+  state->setAtomic(llvm::AtomicOrdering::Monotonic);
+  BasicBlock* report = NewBlock("report_hot");
+  BasicBlock* reported = NewBlock("reported");
+  b_.CreateCondBr(
+      b_.CreateICmpEQ(state, b_.getInt8(static_cast<uint8_t>(JitState::kQuick))), report,
+      reported);
+  b_.SetInsertPoint(report);
+  if (spill) {
+    Spill(n, pc_off);
+  } else {
+    StoreField(HomeAddr(n), thread_, kThreadSp, tbaa_thread_);
+    SetPc(pc_off);
+  }
+  b_.CreateCall(Rt(kHot), {thread_, ConstPtr(&fn_)});
+  if (spill) Reload(n);
+  b_.CreateBr(reported);
+
+  b_.SetInsertPoint(reported);
+  llvm::LoadInst* code = b_.CreateAlignedLoad(ptr_, ConstPtr(&fn_.jit_code), llvm::Align(8));
+  code->setAtomic(llvm::AtomicOrdering::Acquire);
+  LValue* native_sp = b_.CreatePtrToInt(b_.CreateCall(frameaddress_, {b_.getInt32(0)}), i64_);
+  LValue* native_low =
+      b_.CreateICmpULT(native_sp, LoadField(thread_, kThreadNativeLimit, i64_, tbaa_thread_));
+  BasicBlock* transfer = NewBlock("tier_up");
+  b_.CreateCondBr(b_.CreateAnd(b_.CreateICmpNE(code, llvm_fn_), b_.CreateNot(native_low)),
+                  transfer, cont);
+  b_.SetInsertPoint(transfer);
+  if (spill) {
+    Spill(n, pc_off);
+  } else {
+    StoreField(HomeAddr(n), thread_, kThreadSp, tbaa_thread_);
+    SetPc(pc_off);
+  }
+  b_.CreateRet(b_.CreateCall(llvm_fn_->getFunctionType(), code,
+                             {thread_, frame_, b_.getInt32(entry)}));
   b_.SetInsertPoint(cont);
 }
 
@@ -797,6 +864,7 @@ void IrGenerator::EmitInstruction(uint32_t off, int depth) {
       // The interpreter's pc at this poll is already the loop header.
       const uint32_t target = JumpTargetAt(off);
       EmitPoll(fn_.num_locals + depth, target, /*spill=*/true);
+      EmitTierUp(fn_.num_locals + depth, target, target + 1, /*spill=*/true);
       b_.CreateBr(blocks_[target]);
       break;
     }
@@ -885,6 +953,7 @@ absl::Status IrGenerator::Emit(const std::string& symbol) {
   // Normal entry: the caller pushed the frame (locals are in memory).
   b_.SetInsertPoint(normal);
   EmitPoll(fn_.num_locals, 0, /*spill=*/false);
+  EmitTierUp(fn_.num_locals, 0, 0, /*spill=*/false);
   Reload(fn_.num_locals);
   b_.CreateBr(blocks_[0]);
 
@@ -919,8 +988,8 @@ absl::Status IrGenerator::Emit(const std::string& symbol) {
 }  // namespace
 
 absl::Status EmitFunction(const VM& vm, const Function& fn, const std::string& symbol,
-                          llvm::Module* module) {
-  IrGenerator generator(vm, fn, module);
+                          llvm::Module* module, uint32_t hot_threshold) {
+  IrGenerator generator(vm, fn, module, hot_threshold);
   return generator.Emit(symbol);
 }
 

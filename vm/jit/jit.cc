@@ -396,7 +396,13 @@ void Jit::Impl::Refuse(const Function* fn, absl::string_view why) {
     ++stats.failed;
   }
   if (config.verbose) {
-    absl::FPrintF(config.log, "[jit] %s: not compiled, stays interpreted: %s\n", fn->name, why);
+    if (fn->jit_code.load(std::memory_order_relaxed) != nullptr) {
+      absl::FPrintF(config.log, "[jit] %s: not optimised, stays at the quick tier: %s\n",
+                    fn->name, why);
+    } else {
+      absl::FPrintF(config.log, "[jit] %s: not compiled, stays interpreted: %s\n", fn->name,
+                    why);
+    }
   }
 }
 
@@ -409,7 +415,12 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns, Tier tier,
   group->setTargetTriple(lljit->getTargetTriple().str());
   std::vector<std::pair<const Function*, std::string>> members;
   for (const Function* fn : fns) {
-    if (fn->jit_code.load(std::memory_order_acquire) != nullptr) continue;
+    // Compiled already at this tier or above (a quick function reported
+    // hot is kQueued, not kQuick, by now).
+    if (tier == Tier::kQuick ? fn->jit_code.load(std::memory_order_acquire) != nullptr
+                             : fn->jit_state.load(std::memory_order_relaxed) == JitState::kCompiled) {
+      continue;
+    }
     if (fn->code.size() > kMaxCompiledBytecode) {
       fn->jit_state.store(JitState::kFailed, std::memory_order_relaxed);
       if (config.verbose) {
@@ -428,8 +439,12 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns, Tier tier,
     // Emitted straight into the group's module; a function that fails is
     // erased again, leaving the others (and the shared declarations of the
     // runtime entry points) intact.
+    // A tier-up's code is a second definition for the function: ".opt"
+    // keeps the symbols apart (no sanitised name contains a dot).
     std::string symbol = SymbolFor(*fn);
-    absl::Status emitted = EmitFunction(*vm, *fn, symbol, group.get());
+    if (fn->jit_code.load(std::memory_order_relaxed) != nullptr) symbol += ".opt";
+    absl::Status emitted =
+        EmitFunction(*vm, *fn, symbol, group.get(), tier == Tier::kQuick ? config.threshold : 0);
     llvm::Function* ir = group->getFunction(symbol);
     if (emitted.ok() && ir != nullptr) {
       std::string verifier_errors;
@@ -502,21 +517,27 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns, Tier tier,
   }
   for (size_t i = 0; i < members.size(); ++i) {
     const Function* fn = members[i].first;
+    const bool tier_up = fn->jit_code.load(std::memory_order_relaxed) != nullptr;
     fn->jit_code.store(reinterpret_cast<JitEntry>(addresses[i]), std::memory_order_release);
-    fn->jit_state.store(JitState::kCompiled, std::memory_order_relaxed);
+    fn->jit_state.store(tier == Tier::kQuick ? JitState::kQuick : JitState::kCompiled,
+                        std::memory_order_relaxed);
     if (config.verbose) {
       // A group's time is shared out evenly among its functions.
-      absl::FPrintF(config.log, "[jit] compiled %s (%d bytes of bytecode) in %.3fms at %p\n",
-                    fn->name, fn->code.size(), ms / static_cast<double>(members.size()),
-                    addresses[i]);
+      absl::FPrintF(config.log, "[jit] %s %s (%d bytes of bytecode) in %.3fms at %p\n",
+                    tier_up ? "optimised" : "compiled", fn->name, fn->code.size(),
+                    ms / static_cast<double>(members.size()), addresses[i]);
     }
   }
 }
 
 void Jit::OnHot(VMThread* t, const Function* fn) {
+  // From the interpreter (kInterpreted) or from quick-tier code (kQuick).
   JitState expected = JitState::kInterpreted;
   if (!fn->jit_state.compare_exchange_strong(expected, JitState::kQueued,
-                                             std::memory_order_relaxed)) {
+                                             std::memory_order_relaxed) &&
+      !(expected == JitState::kQuick &&
+        fn->jit_state.compare_exchange_strong(expected, JitState::kQueued,
+                                              std::memory_order_relaxed))) {
     return;  // queued, compiled or failed already
   }
   if (impl_->config.sync) {

@@ -69,6 +69,11 @@ void minivm_jit_stack_overflow(VMThread* t, int32_t frames) noexcept {
   minivm::RaiseStackOverflow(t, frames != 0);
 }
 
+void minivm_jit_hot(VMThread* t, const minivm::Function* fn) noexcept {
+  // Compiled code runs only after InstallJit, so there is a JIT.
+  t->vm->jit()->OnHot(t, fn);
+}
+
 }  // extern "C"
 
 namespace minivm::jit {

@@ -70,7 +70,10 @@
   X(kCallInterpreted, minivm_jit_call_interpreted, int32_t,                                      \
     (minivm::VMThread* t, minivm::Frame* frame))                                                 \
   /* CALL found the frame array (frames != 0) or the value stack full. */                       \
-  X(kStackOverflow, minivm_jit_stack_overflow, void, (minivm::VMThread* t, int32_t frames))
+  X(kStackOverflow, minivm_jit_stack_overflow, void, (minivm::VMThread* t, int32_t frames))     \
+  /* Quick-tier code of `fn` found it hot: reports it to the JIT (JitHooks::OnHot), which */    \
+  /* queues it for the optimising tier, or with --jit-sync compiles it here. */                 \
+  X(kHot, minivm_jit_hot, void, (minivm::VMThread* t, const minivm::Function* fn))
 // clang-format on
 
 extern "C" {
