@@ -398,8 +398,8 @@ void IrGenerator::EmitTierUp(int n, uint32_t pc_off, uint32_t entry, bool spill)
   // updated them there), which is where the optimised code's entry reads
   // them from.
   b_.SetInsertPoint(transfer);
-  b_.CreateRet(b_.CreateCall(llvm_fn_->getFunctionType(), code,
-                             {thread_, frame_, b_.getInt32(entry)}));
+  b_.CreateRet(
+      b_.CreateCall(llvm_fn_->getFunctionType(), code, {thread_, frame_, b_.getInt32(entry)}));
   b_.SetInsertPoint(cont);
 }
 

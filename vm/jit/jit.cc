@@ -20,10 +20,13 @@
 //  2. Two tiers. The quick tier (--jit=eager, every function before the
 //     program starts) runs SROA/mem2reg, so slots live in registers, and
 //     LowerSwitch, then fast instruction selection and the fast register
-//     allocator (CodeGen at -O0): about 1.35M instructions of LLVM per
-//     trivial function against about 6M at -O2, for code that is slower
-//     than -O2's but keeps its slots out of memory. The optimising tier
-//     (--jit=auto's hot functions) is --jit-opt: LLVM's standard
+//     allocator (CodeGen at -O0): about 1.7M instructions of LLVM per
+//     trivial function, hotness counting included, against about 8.4M at
+//     -O2 (callgrind, docs/performance.md "JIT tier" 6), for code that runs
+//     about twice the instructions of -O2's but keeps its slots out of
+//     memory. Its hot functions move up (ir_generator.cc, design 10). The
+//     optimising tier (hot functions: --jit=auto's, and eager's tier-up)
+//     is --jit-opt: LLVM's standard
 //     per-module pipeline at -O2 (SROA/mem2reg turn the slot allocas into
 //     registers; GVN, LICM and instcombine clean up the tag tests), then
 //     CodeGen at -O2; milliseconds to a few tens of milliseconds per
@@ -91,17 +94,17 @@
 #include "llvm/IR/Verifier.h"
 #include "llvm/MC/MCContext.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SmallVectorMemoryBuffer.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
 #include "llvm/Transforms/InstCombine/InstCombine.h"
 #include "llvm/Transforms/Scalar/EarlyCSE.h"
 #include "llvm/Transforms/Scalar/GVN.h"
 #include "llvm/Transforms/Scalar/SROA.h"
 #include "llvm/Transforms/Scalar/SimplifyCFG.h"
 #include "llvm/Transforms/Utils/LowerSwitch.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/SmallVectorMemoryBuffer.h"
-#include "llvm/Support/TargetSelect.h"
-#include "llvm/Support/raw_ostream.h"
-#include "llvm/Target/TargetMachine.h"
 #include "vm/jit/code_memory.h"
 #include "vm/jit/ir_generator.h"
 #include "vm/jit/perf_map.h"
@@ -121,7 +124,8 @@ std::string ToString(llvm::Error error) {
 // ELF symbol for a Function: unique by index, readable by name.
 std::string SymbolFor(const Function& fn) {
   std::string s = absl::StrCat("minivm.", fn.index, ".");
-  for (char c : fn.name) s.push_back((std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_');
+  for (char c : fn.name)
+    s.push_back((std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_');
   return s;
 }
 
@@ -179,8 +183,8 @@ struct Jit::Impl {
   // Marks `fn` kFailed with one line under --verbose:jit.
   void Refuse(const Function* fn, absl::string_view why);
   // `module` compiled to an object file by `machine`.
-  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> EmitObject(llvm::Module* module, Tier tier,
-                                                                 llvm::TargetMachine* machine) const;
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> EmitObject(
+      llvm::Module* module, Tier tier, llvm::TargetMachine* machine) const;
   // Runs `tier`'s IR pipeline over `module`.
   void Optimize(llvm::Module* module, Tier tier, llvm::TargetMachine* machine) const;
 
@@ -230,9 +234,10 @@ absl::StatusOr<std::unique_ptr<Jit>> Jit::Create(const VM* vm, JitConfig config)
     perf_map = *std::move(opened);
   }
   Impl* raw_impl = impl.get();
-  auto create_linking_layer = [perf_map, raw_impl](llvm::orc::ExecutionSession& es,
-                                                   const llvm::Triple&)
-      -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
+  auto create_linking_layer =
+      [perf_map, raw_impl](
+          llvm::orc::ExecutionSession& es,
+          const llvm::Triple&) -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
     llvm::Expected<std::unique_ptr<CappedCodeMemory>> memory =
         CappedCodeMemory::Create(raw_impl->config.memory_limit);
     if (!memory) return memory.takeError();
@@ -366,8 +371,7 @@ void Jit::CompileAll() {
   std::mutex machine_error_mu;
   std::string machine_error;  // guarded by machine_error_mu
   auto compile_batches = [&] {
-    llvm::Expected<std::unique_ptr<llvm::TargetMachine>> machine =
-        impl_->MakeMachine(Tier::kQuick);
+    llvm::Expected<std::unique_ptr<llvm::TargetMachine>> machine = impl_->MakeMachine(Tier::kQuick);
     if (!machine) {
       std::lock_guard<std::mutex> lock(machine_error_mu);
       machine_error = ToString(machine.takeError());
@@ -377,9 +381,8 @@ void Jit::CompileAll() {
       impl_->CompileGroup(batches[i], Tier::kQuick, machine->get());
     }
   };
-  const size_t threads =
-      std::min<size_t>({batches.size(), kMaxEagerThreads,
-                        std::max<size_t>(1, std::thread::hardware_concurrency())});
+  const size_t threads = std::min<size_t>(
+      {batches.size(), kMaxEagerThreads, std::max<size_t>(1, std::thread::hardware_concurrency())});
   std::vector<std::thread> helpers;
   for (size_t i = 1; i < threads; ++i) helpers.emplace_back(compile_batches);
   compile_batches();
@@ -397,17 +400,16 @@ void Jit::Impl::Refuse(const Function* fn, absl::string_view why) {
   }
   if (config.verbose) {
     if (fn->jit_code.load(std::memory_order_relaxed) != nullptr) {
-      absl::FPrintF(config.log, "[jit] %s: not optimised, stays at the quick tier: %s\n",
-                    fn->name, why);
-    } else {
-      absl::FPrintF(config.log, "[jit] %s: not compiled, stays interpreted: %s\n", fn->name,
+      absl::FPrintF(config.log, "[jit] %s: not optimised, stays at the quick tier: %s\n", fn->name,
                     why);
+    } else {
+      absl::FPrintF(config.log, "[jit] %s: not compiled, stays interpreted: %s\n", fn->name, why);
     }
   }
 }
 
 void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns, Tier tier,
-                              llvm::TargetMachine* machine) {
+                             llvm::TargetMachine* machine) {
   const auto start = std::chrono::steady_clock::now();
   auto context = std::make_unique<llvm::LLVMContext>();
   auto group = std::make_unique<llvm::Module>(SymbolFor(*fns.front()), *context);
@@ -417,8 +419,9 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns, Tier tier,
   for (const Function* fn : fns) {
     // Compiled already at this tier or above (a quick function reported
     // hot is kQueued, not kQuick, by now).
-    if (tier == Tier::kQuick ? fn->jit_code.load(std::memory_order_acquire) != nullptr
-                             : fn->jit_state.load(std::memory_order_relaxed) == JitState::kCompiled) {
+    if (tier == Tier::kQuick
+            ? fn->jit_code.load(std::memory_order_acquire) != nullptr
+            : fn->jit_state.load(std::memory_order_relaxed) == JitState::kCompiled) {
       continue;
     }
     if (fn->code.size() > kMaxCompiledBytecode) {
@@ -506,7 +509,8 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns, Tier tier,
   }
   std::vector<void*> addresses;
   for (const auto& member : members) {
-    addresses.push_back((*found)[lljit->mangleAndIntern(member.second)].getAddress().toPtr<void*>());
+    addresses.push_back(
+        (*found)[lljit->mangleAndIntern(member.second)].getAddress().toPtr<void*>());
   }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

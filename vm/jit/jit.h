@@ -84,10 +84,13 @@ class Jit final : public JitHooks {
   Jit(const Jit&) = delete;
   Jit& operator=(const Jit&) = delete;
 
-  // Compiles `fn` on the calling thread and publishes its code. False if it
-  // failed; it then stays interpreted (with a line under --verbose:jit).
+  // Compiles `fn` at the optimising tier on the calling thread and
+  // publishes its code. False if it failed and `fn` has no code; it then
+  // stays interpreted (or at the quick tier), with a line under
+  // --verbose:jit.
   bool Compile(const Function* fn);
-  // --jit=eager: compiles every Function of the program.
+  // --jit=eager: compiles every Function of the program at the quick tier,
+  // on up to kMaxEagerThreads threads, this one included.
   void CompileAll();
 
   // JitHooks. OnHot queues `fn` for the background compiler (started on

@@ -20,7 +20,7 @@ struct JitRun {
   std::string out;
   std::string err;
   std::string jit_log;
-  std::vector<JitState> states;  // per function, after the run
+  std::vector<JitState> states;   // per function, after the run
   std::vector<uint32_t> hotness;  // per function, after the run
 };
 
