@@ -129,6 +129,7 @@ int main(int argc, char** argv) {
     jit_config.print_only = options->print_jit_only;
     jit_config.perf_map = options->perf_map;
     jit_config.memory_limit = options->jit_memory;
+    jit_config.threshold = options->jit_threshold;
     absl::StatusOr<std::unique_ptr<minivm::jit::Jit>> jit =
         minivm::jit::Jit::Create(vm->get(), jit_config);
     // A --perf-map file that cannot be written is an option that cannot be

@@ -4,8 +4,9 @@ never aborts or floods stderr (docs/jit.md, "Scaling and limits").
 
   check_many_functions.py --minivm build/bin/minivm [--functions N]
 
-Generates a program of N small functions (default 600: two eager batches)
-whose main calls every one of them, and checks:
+Generates a program of N small functions (default 3000: six eager batches,
+so every compiler thread of a 2- to 6-core machine compiles and links some
+concurrently) whose main calls every one of them, and checks:
  1. --jit=eager, --jit=auto and --jit=off print the same, right answer,
     exit 0 and write nothing to stderr; under eager with --verbose:jit,
     every function is compiled, one line each (main, once it is more than
@@ -49,7 +50,7 @@ def run(cmd):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--minivm", required=True)
-    ap.add_argument("--functions", type=int, default=600)
+    ap.add_argument("--functions", type=int, default=3000)
     args = ap.parse_args()
     n = args.functions
     source, expected = program(n)

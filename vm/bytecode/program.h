@@ -93,8 +93,11 @@ class FieldCache {
 inline constexpr int kMaxRegisterArity = 6;
 using JitEntry = uint64_t (*)(void* thread, void* frame, uint32_t entry);
 
-// Tiering state of a Function (vm/jit/jit.h).
-enum class JitState : uint8_t { kInterpreted, kQueued, kCompiled, kFailed };
+// Tiering state of a Function (vm/jit/jit.h). kQuick: compiled at the quick
+// tier (--jit=eager), whose code counts hotness and reports the function for
+// the optimising tier (kQueued, then kCompiled, or kFailed keeping the quick
+// code).
+enum class JitState : uint8_t { kInterpreted, kQueued, kCompiled, kFailed, kQuick };
 
 struct Function {
   std::string name;
@@ -114,10 +117,13 @@ struct Function {
   uint32_t num_field_caches = 0;
 
   // Tiering (mutable: a Function is otherwise immutable once compiled).
-  // `hotness` counts calls and loop back-edges run by the interpreter; it is
-  // a lossy relaxed counter (load + store, no locked add): a lost increment
-  // only delays compilation. `jit_code` is published once, with release,
-  // after the code is fully materialised; readers load it with acquire.
+  // `hotness` counts calls and loop back-edges run by the interpreter and by
+  // quick-tier code; it is a lossy relaxed counter (load + store, no locked
+  // add): a lost increment only delays compilation. `jit_code` is published
+  // with release after the code is fully materialised, at most twice (the
+  // quick tier's, then the optimising tier's); readers load it with acquire.
+  // Code once published stays valid for the VM's life, so an activation
+  // still running the quick code is unaffected by the second store.
   mutable std::atomic<uint32_t> hotness{0};
   mutable std::atomic<JitState> jit_state{JitState::kInterpreted};
   mutable std::atomic<JitEntry> jit_code{nullptr};

@@ -61,6 +61,9 @@
 //     the arguments home, nulls the callee's other locals and runs it in
 //     the interpreter. The interpreter calls compiled code the same way
 //     (RunCompiled in vm/runtime/interpreter.cc).
+//  9. Errors: the runtime raises on the thread; compiled code returns the
+//     error sentinel up the native chain with the frames untouched, so the
+//     trace is the interpreter's.
 // 10. Inlining (docs/jit.md, "Calls"): a CALL of a small function without
 //     loops or spawns (kMaxInlineBytecode bytes), whose own calls are to
 //     small leaves that inline too, emits the callee's body in place, with
@@ -79,9 +82,21 @@
 //     point like any other: it writes the inlined frame first, so the chain
 //     of frames is whole below the callee. No poll on entry: an inlined body
 //     without loops is bounded work, and its calls poll.
-//  9. Errors: the runtime raises on the thread; compiled code returns the
-//     error sentinel up the native chain with the frames untouched, so the
-//     trace is the interpreter's.
+// 11. Tier-up (quick tier only, jit.cc design 2): at entry and at every loop
+//     back-edge the code counts Function::hotness as the interpreter does
+//     (relaxed load + store). At the threshold a cold block calls
+//     minivm_jit_hot (a GC point: --jit-sync compiles there), which reports
+//     the function and returns its optimised code once published; the
+//     activation then continues there, at entry with entry 0 and the
+//     arguments (design 8), at a back-edge through the loop header's OSR
+//     entry, on the same frame, as the interpreter's OSR does, and returns
+//     what that code returns. Until then the runtime restarts the
+//     count, so waiting costs one call per threshold events, not one per
+//     event. The rest stays out of line because this code is in every
+//     eagerly compiled function: with the state and code checks inline,
+//     counting made a trivial function's quick compile 46% dearer (LLVM
+//     instructions, callgrind), out of line 23%. Nothing here depends on
+//     sampling; the optimising tier emits none of it.
 #include "vm/jit/ir_generator.h"
 
 #include <atomic>
@@ -185,7 +200,7 @@ constexpr int kMaxInlineDepth = 3;
 
 class IrGenerator {
  public:
-  IrGenerator(const VM& vm, const Function& fn, llvm::Module* module)
+  IrGenerator(const VM& vm, const Function& fn, llvm::Module* module, uint32_t hot_threshold)
       : vm_(vm),
         program_(vm.program()),
         fn_(fn),
@@ -196,7 +211,8 @@ class IrGenerator {
         i8_(b_.getInt8Ty()),
         i32_(b_.getInt32Ty()),
         i64_(b_.getInt64Ty()),
-        ptr_(b_.getPtrTy()) {}
+        ptr_(b_.getPtrTy()),
+        hot_threshold_(hot_threshold) {}
 
   absl::Status Emit(const std::string& symbol);
   // Call sites inlined by Emit: the callee and the caller's line.
@@ -276,6 +292,9 @@ class IrGenerator {
   // [from, n) home (the others are home already), sets t->sp = base + n and
   // the pc, and reads [from, n) back after the safepoint.
   void EmitPoll(int n, uint32_t pc_off, int from);
+  // Design 11: slots [0, n) live, `pc_off` the pc to write back, `entry`
+  // the optimised code's entry argument. Nothing unless hot_threshold_.
+  void EmitTierUp(int n, uint32_t pc_off, uint32_t entry);
   void EmitCardMark(LValue* holder, LValue* stored, LValue* extra_condition);
 
   // --- instructions ----------------------------------------------------------
@@ -323,6 +342,7 @@ class IrGenerator {
   llvm::Type* i32_;
   llvm::Type* i64_;
   llvm::PointerType* ptr_;
+  const uint32_t hot_threshold_;  // 0: no hotness counting (design 10)
 
   // The verifier's facts (stack depths, block leaders, loop headers: the
   // OSR entries), indexed by bytecode offset.
@@ -452,6 +472,40 @@ void IrGenerator::EmitPoll(int n, uint32_t pc_off, int from) {
     Put(i, l);
   }
   b_.CreateBr(cont);
+  b_.SetInsertPoint(cont);
+}
+
+void IrGenerator::EmitTierUp(int n, uint32_t pc_off, uint32_t entry) {
+  if (hot_threshold_ == 0) return;
+  // Plain accesses, not monotonic atomics, which fast instruction selection
+  // does not handle (it fell back to SelectionDAG for every function). A
+  // racing read may see any value (LLVM's rule for races on plain accesses),
+  // which only moves when the cold call happens; the call is safe at any
+  // count, and nothing optimises this code but SROA, which leaves it alone.
+  LValue* counter = ConstPtr(&fn_.hotness);
+  LValue* hotness =
+      b_.CreateAdd(b_.CreateAlignedLoad(i32_, counter, llvm::Align(4)), b_.getInt32(1));
+  b_.CreateAlignedStore(hotness, counter, llvm::Align(4));
+  BasicBlock* hot = NewBlock("hot");
+  BasicBlock* cont = NewBlock("counted");
+  CondBrUnlikely(b_.CreateICmpUGE(hotness, b_.getInt32(hot_threshold_)), hot, cont);
+
+  b_.SetInsertPoint(hot);
+  Spill(n, pc_off);
+  LValue* code = b_.CreateCall(Rt(kHot), {thread_, ConstPtr(&fn_), llvm_fn_});
+  Reload(n);
+  BasicBlock* transfer = NewBlock("tier_up");
+  b_.CreateCondBr(b_.CreateICmpEQ(code, llvm::ConstantPointerNull::get(ptr_)), cont, transfer);
+  // The slots are home (written back above, and a collection in the call
+  // updated them there), which is where an OSR entry reads them from; at
+  // entry 0 the optimised code takes the arguments as any call passes them
+  // (design 8). Its result, or sentinel, is this activation's.
+  b_.SetInsertPoint(transfer);
+  std::vector<LValue*> args = {thread_, frame_, b_.getInt32(entry)};
+  for (int i = 0; i < RegisterArgs(fn_.arity); ++i) {
+    args.push_back(entry == 0 ? Get(i) : Const64(0));
+  }
+  b_.CreateRet(b_.CreateCall(llvm_fn_->getFunctionType(), code, args));
   b_.SetInsertPoint(cont);
 }
 
@@ -984,6 +1038,7 @@ void IrGenerator::EmitInstruction(uint32_t off, int depth) {
       // The interpreter's pc at this poll is already the loop header.
       const uint32_t target = JumpTargetAt(off);
       EmitPoll(fn_.num_locals + depth, target, /*from=*/0);
+      EmitTierUp(fn_.num_locals + depth, target, target + 1);
       b_.CreateBr(blocks_[target]);
       break;
     }
@@ -1088,6 +1143,7 @@ absl::Status IrGenerator::Emit(const std::string& symbol) {
   } else {
     Reload(fn_.arity);
   }
+  EmitTierUp(fn_.num_locals, 0, 0);
   b_.CreateBr(blocks_[0]);
 
   // OSR entries: one per loop header, reloading locals and operands.
@@ -1149,6 +1205,9 @@ bool IsSmallLeaf(const Function& fn) {
 
 bool IrGenerator::Inlinable(const Function& callee) {
   IrGenerator& root = Root();
+  // The quick tier (design 11) compiles for speed of compilation; inlining
+  // is the optimising tier's.
+  if (root.hot_threshold_ != 0) return false;
   const bool self = &callee == &root.fn_;
   if (callee.code.size() > (self ? kMaxRecursiveInlineBytecode : kMaxInlineBytecode) ||
       root.inlined_bytes_ + callee.code.size() > kInlineBudget) {
@@ -1206,7 +1265,7 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
   b_.SetInsertPoint(body);
   BasicBlock* done = NewBlock("inline_done");
   Root().inlined_calls_.push_back({&callee, &fn_, fn_.lines.LineFor(off)});
-  IrGenerator inner(vm_, callee, module_);
+  IrGenerator inner(vm_, callee, module_, /*hot_threshold=*/0);  // no entry, no loops
   if (absl::Status s = inner.EmitInlineBody(*this, next, callee_base, args, slots_[below], done);
       !s.ok() && inline_status_.ok()) {
     // The whole function then stays interpreted (Emit returns it).
@@ -1260,8 +1319,9 @@ absl::Status IrGenerator::EmitInlineBody(IrGenerator& outer, LValue* frame, LVal
 }  // namespace
 
 absl::Status EmitFunction(const VM& vm, const Function& fn, const std::string& symbol,
-                          llvm::Module* module, std::vector<InlinedCall>* inlined) {
-  IrGenerator generator(vm, fn, module);
+                          llvm::Module* module, uint32_t hot_threshold,
+                          std::vector<InlinedCall>* inlined) {
+  IrGenerator generator(vm, fn, module, hot_threshold);
   absl::Status s = generator.Emit(symbol);
   if (s.ok() && inlined != nullptr) *inlined = generator.inlined();
   return s;

@@ -1,5 +1,6 @@
 // The JIT driver: LLJIT setup, the runtime's symbols, per-function
-// compilation and the background compiler thread.
+// compilation at two tiers, the eager compiler threads and the background
+// compiler thread.
 //
 // Design:
 //  1. Functions are compiled in groups: each is emitted into the group's
@@ -16,11 +17,27 @@
 //     between compiled Functions go through Function::jit_code
 //     (ir_generator.cc, design 8), so functions never reference each
 //     other's symbols and a group's optimisation cannot inline across them.
-//  2. Optimisation: LLVM's standard per-module pipeline at -O2 (SROA/mem2reg
-//     turn the slot allocas into registers; GVN, LICM and instcombine clean
-//     up the tag tests), then CodeGen at -O2 through LLJIT's default
-//     IRCompileLayer. Milliseconds to a few tens of milliseconds per
+//  2. Two tiers. The quick tier (--jit=eager, every function before the
+//     program starts) runs SROA/mem2reg, so slots live in registers, and
+//     LowerSwitch, then fast instruction selection and the fast register
+//     allocator (CodeGen at -O0): about 1.7M instructions of LLVM per
+//     trivial function, hotness counting included, against about 8.4M at
+//     -O2 (callgrind, docs/performance.md "JIT tier" 6), for code that runs
+//     about twice the instructions of -O2's but keeps its slots out of
+//     memory. Its hot functions move up (ir_generator.cc, design 10). The
+//     optimising tier (hot functions: --jit=auto's, and eager's tier-up)
+//     is --jit-opt: LLVM's standard
+//     per-module pipeline at -O2 (SROA/mem2reg turn the slot allocas into
+//     registers; GVN, LICM and instcombine clean up the tag tests), then
+//     CodeGen at -O2; milliseconds to a few tens of milliseconds per
 //     function (docs/performance.md, "JIT tier"), on the background thread.
+//     Rejected for the quick tier: LLVM's -O0 pipeline (no SROA: the same
+//     compile cost here, because a switch made fast instruction selection
+//     fall back to SelectionDAG, and code that keeps every slot in memory);
+//     --jit-opt=1's light pipeline with -O2 instruction selection (80% of
+//     -O2's cost: instruction selection dominates).
+//     Each tier compiles to an object file on the compiling thread with
+//     that thread's TargetMachine; LLJIT only links (design 7).
 //  3. One background thread compiles queued Functions in FIFO order
 //     (--jit=auto). It never touches the heap (it reads bytecode, inline
 //     caches and Klass pointers, none of which move), so it is not a mutator
@@ -38,15 +55,31 @@
 //     own error reports are routed to those lines instead of stderr (no
 //     "JIT session error" floods), and once the cap is reached nothing more
 //     is compiled.
+//  7. --jit=eager compiles its batches on every hardware thread (at most
+//     kMaxEagerThreads): each thread takes the next batch, emits it into the
+//     batch's own LLVMContext, optimises it and generates its object file
+//     with its own TargetMachine (neither is thread-safe), then adds the
+//     object to the one JITDylib and looks the batch's symbols up, which
+//     links it there; ORC's session is thread-safe and batches never
+//     reference each other. The cap (design 6) is one atomic counter, so
+//     concurrent links cannot overshoot it. Rejected: LLJIT's own
+//     concurrent compilation (ConcurrentIRCompiler on a thread pool), which
+//     compiles at one level only and needs lookups issued asynchronously to
+//     keep more than one batch in flight.
 #include "vm/jit/jit.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -55,19 +88,23 @@
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h"
-#include "llvm/ExecutionEngine/Orc/ThreadSafeModule.h"
 #include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/IR/Verifier.h"
+#include "llvm/MC/MCContext.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SmallVectorMemoryBuffer.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
 #include "llvm/Transforms/InstCombine/InstCombine.h"
 #include "llvm/Transforms/Scalar/EarlyCSE.h"
 #include "llvm/Transforms/Scalar/GVN.h"
 #include "llvm/Transforms/Scalar/SROA.h"
 #include "llvm/Transforms/Scalar/SimplifyCFG.h"
-#include "llvm/Support/TargetSelect.h"
-#include "llvm/Support/raw_ostream.h"
-#include "llvm/Target/TargetMachine.h"
+#include "llvm/Transforms/Utils/LowerSwitch.h"
 #include "vm/jit/code_memory.h"
 #include "vm/jit/ir_generator.h"
 #include "vm/jit/perf_map.h"
@@ -87,7 +124,8 @@ std::string ToString(llvm::Error error) {
 // ELF symbol for a Function: unique by index, readable by name.
 std::string SymbolFor(const Function& fn) {
   std::string s = absl::StrCat("minivm.", fn.index, ".");
-  for (char c : fn.name) s.push_back((std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_');
+  for (char c : fn.name)
+    s.push_back((std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_');
   return s;
 }
 
@@ -120,25 +158,35 @@ struct Jit::Impl {
   const VM* vm = nullptr;
   JitConfig config;
   std::unique_ptr<llvm::orc::LLJIT> lljit;
-  std::unique_ptr<llvm::TargetMachine> target_machine;  // for the IR pipeline's cost model
+  // Makes the target machines: one per compiling thread and tier, since a
+  // TargetMachine is not thread-safe (design 7).
+  std::optional<llvm::orc::JITTargetMachineBuilder> machine_builder;
 
-  // Serialises Compile (LLJIT is thread-safe; the statistics, the log and
-  // the target machine are simpler kept under one lock).
+  // Serialises Compile (the --jit=auto path): it owns `optimizing_machine`.
   std::mutex compile_mu;
-  Stats stats;  // guarded by compile_mu
+  std::unique_ptr<llvm::TargetMachine> optimizing_machine;  // guarded by compile_mu
+
+  mutable std::mutex stats_mu;
+  Stats stats;  // guarded by stats_mu
 
   CappedCodeMemory* code_memory = nullptr;  // owned by the linking layer
-  bool memory_full = false;                 // guarded by compile_mu (design 6)
-  // The latest error ORC reported through the session rather than through
-  // a lookup's result: the reason a group failed.
-  std::mutex session_error_mu;
-  std::string session_error;  // guarded by session_error_mu
+  std::atomic<bool> memory_full{false};     // design 6
 
+  // A target machine for `tier` (design 2): instruction selection at -O2
+  // for optimised code of --jit-opt 1..3, the fast path otherwise.
+  llvm::Expected<std::unique_ptr<llvm::TargetMachine>> MakeMachine(Tier tier) const;
   // Compiles the functions of `fns` that are neither compiled nor refused
-  // as one group (design 1). Caller holds compile_mu.
-  void CompileGroup(const std::vector<const Function*>& fns);
+  // as one group (design 1) at `tier` with `machine`, which the caller owns
+  // for the duration. Thread-safe for disjoint groups and machines.
+  void CompileGroup(const std::vector<const Function*>& fns, Tier tier,
+                    llvm::TargetMachine* machine);
   // Marks `fn` kFailed with one line under --verbose:jit.
   void Refuse(const Function* fn, absl::string_view why);
+  // `module` compiled to an object file by `machine`.
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> EmitObject(
+      llvm::Module* module, Tier tier, llvm::TargetMachine* machine) const;
+  // Runs `tier`'s IR pipeline over `module`.
+  void Optimize(llvm::Module* module, Tier tier, llvm::TargetMachine* machine) const;
 
   // The background compiler (design 3).
   std::mutex queue_mu;
@@ -146,9 +194,14 @@ struct Jit::Impl {
   std::deque<const Function*> queue;  // guarded by queue_mu
   bool stopping = false;              // guarded by queue_mu
   std::thread worker;                 // started by the first OnHot
-
-  absl::Status Optimize(llvm::Module* module);
 };
+
+// ORC reports a failed materialisation twice: through the lookup's result
+// ("failed to materialize symbols") and, with the cause, through the
+// session's error reporter, on the thread that ran the link. Links run on the
+// thread that looks the group up (LLJIT dispatches in place), so the cause is
+// kept per thread and read back by that thread's CompileGroup.
+thread_local std::string session_error;
 
 absl::StatusOr<std::unique_ptr<Jit>> Jit::Create(const VM* vm, JitConfig config) {
   static std::once_flag init_once;
@@ -163,14 +216,13 @@ absl::StatusOr<std::unique_ptr<Jit>> Jit::Create(const VM* vm, JitConfig config)
   llvm::Expected<llvm::orc::JITTargetMachineBuilder> jtmb =
       llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb) return absl::InternalError(absl::StrCat("JIT: ", ToString(jtmb.takeError())));
-  jtmb->setCodeGenOptLevel(impl->config.opt_level == 0 ? llvm::CodeGenOptLevel::None
-                                                       : llvm::CodeGenOptLevel::Default);
   // What LLJIT sets when it picks JITLink itself (design 5).
   jtmb->setCodeModel(llvm::CodeModel::Small);
   jtmb->setRelocationModel(llvm::Reloc::PIC_);
-  llvm::Expected<std::unique_ptr<llvm::TargetMachine>> tm = jtmb->createTargetMachine();
+  impl->machine_builder = *jtmb;
+  llvm::Expected<std::unique_ptr<llvm::TargetMachine>> tm = impl->MakeMachine(Tier::kOptimized);
   if (!tm) return absl::InternalError(absl::StrCat("JIT: ", ToString(tm.takeError())));
-  impl->target_machine = std::move(*tm);
+  impl->optimizing_machine = std::move(*tm);
 
   std::shared_ptr<PerfMapPlugin> perf_map;
   if (!impl->config.perf_map.empty()) {
@@ -182,9 +234,10 @@ absl::StatusOr<std::unique_ptr<Jit>> Jit::Create(const VM* vm, JitConfig config)
     perf_map = *std::move(opened);
   }
   Impl* raw_impl = impl.get();
-  auto create_linking_layer = [perf_map, raw_impl](llvm::orc::ExecutionSession& es,
-                                                   const llvm::Triple&)
-      -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
+  auto create_linking_layer =
+      [perf_map, raw_impl](
+          llvm::orc::ExecutionSession& es,
+          const llvm::Triple&) -> llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>> {
     llvm::Expected<std::unique_ptr<CappedCodeMemory>> memory =
         CappedCodeMemory::Create(raw_impl->config.memory_limit);
     if (!memory) return memory.takeError();
@@ -205,11 +258,8 @@ absl::StatusOr<std::unique_ptr<Jit>> Jit::Create(const VM* vm, JitConfig config)
           .create();
   if (!lljit) return absl::InternalError(absl::StrCat("JIT: ", ToString(lljit.takeError())));
   impl->lljit = std::move(*lljit);
-  impl->lljit->getExecutionSession().setErrorReporter([raw_impl](llvm::Error e) {
-    std::string message = ToString(std::move(e));
-    std::lock_guard<std::mutex> lock(raw_impl->session_error_mu);
-    raw_impl->session_error = std::move(message);
-  });
+  impl->lljit->getExecutionSession().setErrorReporter(
+      [](llvm::Error e) { session_error = ToString(std::move(e)); });
 
   llvm::orc::SymbolMap symbols;
   for (const RuntimeSymbol& s : RuntimeSymbols()) {
@@ -227,21 +277,38 @@ Jit::Jit(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Jit::~Jit() { StopCompiling(); }
 
-absl::Status Jit::Impl::Optimize(llvm::Module* module) {
+llvm::Expected<std::unique_ptr<llvm::TargetMachine>> Jit::Impl::MakeMachine(Tier tier) const {
+  llvm::orc::JITTargetMachineBuilder builder = *machine_builder;
+  builder.setCodeGenOptLevel(tier == Tier::kQuick || config.opt_level == 0
+                                 ? llvm::CodeGenOptLevel::None
+                                 : llvm::CodeGenOptLevel::Default);
+  return builder.createTargetMachine();
+}
+
+void Jit::Impl::Optimize(llvm::Module* module, Tier tier, llvm::TargetMachine* machine) const {
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
   llvm::ModuleAnalysisManager mam;
-  llvm::PassBuilder pb(target_machine.get());
+  llvm::PassBuilder pb(machine);
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
   llvm::ModulePassManager mpm;
-  if (config.opt_level == 0) {
+  const int level = config.opt_level;
+  if (tier == Tier::kQuick) {
+    // The quick tier (design 2): slots to registers, and switches (the OSR
+    // entry's) to branches, which fast instruction selection handles
+    // itself; a switch made it fall back to SelectionDAG for every function.
+    llvm::FunctionPassManager fpm;
+    fpm.addPass(llvm::SROAPass(llvm::SROAOptions::ModifyCFG));
+    fpm.addPass(llvm::LowerSwitchPass());
+    mpm.addPass(llvm::createModuleToFunctionPassAdaptor(std::move(fpm)));
+  } else if (level == 0) {
     mpm = pb.buildO0DefaultPipeline(llvm::OptimizationLevel::O0);
-  } else if (config.opt_level == 1) {
+  } else if (level == 1) {
     // The light pipeline (design 2): slots to registers, then the clean-ups
     // that matter for tag tests and reloads, without LLVM's loop and
     // inter-procedural machinery.
@@ -255,43 +322,94 @@ absl::Status Jit::Impl::Optimize(llvm::Module* module) {
     fpm.addPass(llvm::SimplifyCFGPass());
     mpm.addPass(llvm::createModuleToFunctionPassAdaptor(std::move(fpm)));
   } else {
-    mpm = pb.buildPerModuleDefaultPipeline(ToLevel(config.opt_level));
+    mpm = pb.buildPerModuleDefaultPipeline(ToLevel(level));
   }
   mpm.run(*module, mam);
-  return absl::OkStatus();
+}
+
+llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> Jit::Impl::EmitObject(
+    llvm::Module* module, Tier tier, llvm::TargetMachine* machine) const {
+  // As ORC's SimpleCompiler, except that the quick tier skips the IR
+  // verifier CodeGen would run: each function was verified after emission
+  // (CompileGroup), and its pipeline (SROA, LowerSwitch) is LLVM's own.
+  llvm::SmallVector<char, 0> buffer;
+  llvm::raw_svector_ostream stream(buffer);
+  llvm::legacy::PassManager passes;
+  llvm::MCContext* mc = nullptr;
+  if (machine->addPassesToEmitMC(passes, mc, stream, /*DisableVerify=*/tier == Tier::kQuick)) {
+    return llvm::make_error<llvm::StringError>("the target cannot emit machine code",
+                                               llvm::inconvertibleErrorCode());
+  }
+  passes.run(*module);
+  return std::make_unique<llvm::SmallVectorMemoryBuffer>(
+      std::move(buffer), module->getModuleIdentifier() + "-jitted-objectbuffer",
+      /*RequiresNullTerminator=*/false);
 }
 
 bool Jit::Compile(const Function* fn) {
   std::lock_guard<std::mutex> lock(impl_->compile_mu);
-  impl_->CompileGroup({fn});
+  impl_->CompileGroup({fn}, Tier::kOptimized, impl_->optimizing_machine.get());
   return fn->jit_code.load(std::memory_order_acquire) != nullptr;
 }
 
 void Jit::CompileAll() {
-  std::lock_guard<std::mutex> lock(impl_->compile_mu);
-  std::vector<const Function*> batch;
+  std::vector<std::vector<const Function*>> batches(1);
   size_t bytes = 0;
   for (const auto& fn : impl_->vm->program().functions) {
-    batch.push_back(fn.get());
-    bytes += fn->code.size();
-    if (batch.size() >= kBatchFunctions || bytes >= kBatchBytecode) {
-      impl_->CompileGroup(batch);
-      batch.clear();
+    if (batches.back().size() >= kBatchFunctions || bytes >= kBatchBytecode) {
+      batches.emplace_back();
       bytes = 0;
     }
+    batches.back().push_back(fn.get());
+    bytes += fn->code.size();
   }
-  if (!batch.empty()) impl_->CompileGroup(batch);
+  // Design 7: every thread, this one included, takes the next batch until
+  // none is left. A thread that cannot make its target machine compiles
+  // nothing; the others take its share, and if none can, the functions stay
+  // interpreted with the reason.
+  std::atomic<size_t> next{0};
+  std::mutex machine_error_mu;
+  std::string machine_error;  // guarded by machine_error_mu
+  auto compile_batches = [&] {
+    llvm::Expected<std::unique_ptr<llvm::TargetMachine>> machine = impl_->MakeMachine(Tier::kQuick);
+    if (!machine) {
+      std::lock_guard<std::mutex> lock(machine_error_mu);
+      machine_error = ToString(machine.takeError());
+      return;
+    }
+    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < batches.size();) {
+      impl_->CompileGroup(batches[i], Tier::kQuick, machine->get());
+    }
+  };
+  const size_t threads = std::min<size_t>(
+      {batches.size(), kMaxEagerThreads, std::max<size_t>(1, std::thread::hardware_concurrency())});
+  std::vector<std::thread> helpers;
+  for (size_t i = 1; i < threads; ++i) helpers.emplace_back(compile_batches);
+  compile_batches();
+  for (std::thread& helper : helpers) helper.join();
+  for (size_t i = next.load(std::memory_order_relaxed); i < batches.size(); ++i) {
+    for (const Function* fn : batches[i]) impl_->Refuse(fn, machine_error);
+  }
 }
 
 void Jit::Impl::Refuse(const Function* fn, absl::string_view why) {
   fn->jit_state.store(JitState::kFailed, std::memory_order_relaxed);
-  ++stats.failed;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu);
+    ++stats.failed;
+  }
   if (config.verbose) {
-    absl::FPrintF(config.log, "[jit] %s: not compiled, stays interpreted: %s\n", fn->name, why);
+    if (fn->jit_code.load(std::memory_order_relaxed) != nullptr) {
+      absl::FPrintF(config.log, "[jit] %s: not optimised, stays at the quick tier: %s\n", fn->name,
+                    why);
+    } else {
+      absl::FPrintF(config.log, "[jit] %s: not compiled, stays interpreted: %s\n", fn->name, why);
+    }
   }
 }
 
-void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns) {
+void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns, Tier tier,
+                             llvm::TargetMachine* machine) {
   const auto start = std::chrono::steady_clock::now();
   auto context = std::make_unique<llvm::LLVMContext>();
   auto group = std::make_unique<llvm::Module>(SymbolFor(*fns.front()), *context);
@@ -300,7 +418,13 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns) {
   std::vector<std::pair<const Function*, std::string>> members;
   std::vector<std::vector<InlinedCall>> members_inlined;  // by member, for --verbose:jit
   for (const Function* fn : fns) {
-    if (fn->jit_code.load(std::memory_order_acquire) != nullptr) continue;
+    // Compiled already at this tier or above (a quick function reported
+    // hot is kQueued, not kQuick, by now).
+    if (tier == Tier::kQuick
+            ? fn->jit_code.load(std::memory_order_acquire) != nullptr
+            : fn->jit_state.load(std::memory_order_relaxed) == JitState::kCompiled) {
+      continue;
+    }
     if (fn->code.size() > kMaxCompiledBytecode) {
       fn->jit_state.store(JitState::kFailed, std::memory_order_relaxed);
       if (config.verbose) {
@@ -311,7 +435,7 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns) {
       }
       continue;
     }
-    if (memory_full) {
+    if (memory_full.load(std::memory_order_relaxed)) {
       Refuse(fn, absl::StrCat("JIT memory limit reached (--jit-memory=", config.memory_limit,
                               " bytes)"));
       continue;
@@ -319,9 +443,13 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns) {
     // Emitted straight into the group's module; a function that fails is
     // erased again, leaving the others (and the shared declarations of the
     // runtime entry points) intact.
+    // A tier-up's code is a second definition for the function: ".opt"
+    // keeps the symbols apart (no sanitised name contains a dot).
     std::string symbol = SymbolFor(*fn);
+    if (fn->jit_code.load(std::memory_order_relaxed) != nullptr) symbol += ".opt";
     std::vector<InlinedCall> inlined;
-    absl::Status emitted = EmitFunction(*vm, *fn, symbol, group.get(), &inlined);
+    absl::Status emitted = EmitFunction(*vm, *fn, symbol, group.get(),
+                                        tier == Tier::kQuick ? config.threshold : 0, &inlined);
     llvm::Function* ir = group->getFunction(symbol);
     if (emitted.ok() && ir != nullptr) {
       std::string verifier_errors;
@@ -344,7 +472,7 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns) {
   auto refuse_all = [&](absl::string_view why) {
     for (const auto& member : members) Refuse(member.first, why);
   };
-  if (absl::Status s = Optimize(group.get()); !s.ok()) return refuse_all(s.message());
+  Optimize(group.get(), tier, machine);
   if (config.print) {
     for (const auto& [fn, symbol] : members) {
       if (!config.print_only.empty() && config.print_only != fn->name) continue;
@@ -355,44 +483,56 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns) {
       absl::FPrintF(config.log, "; --print-jit: %s\n%s\n", fn->name, text);
     }
   }
-  {
-    std::lock_guard<std::mutex> lock(session_error_mu);
-    session_error.clear();
-  }
-  if (llvm::Error e =
-          lljit->addIRModule(llvm::orc::ThreadSafeModule(std::move(group), std::move(context)))) {
+  // Code generation on this thread with this thread's machine (design 7),
+  // then one link of the object file: the first lookup links and maps the
+  // whole group, and one lookup of all its symbols costs one session round
+  // trip instead of one per function.
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> object =
+      EmitObject(group.get(), tier, machine);
+  if (!object) return refuse_all(ToString(object.takeError()));
+  group.reset();
+  context.reset();
+  session_error.clear();
+  if (llvm::Error e = lljit->addObjectFile(std::move(*object))) {
     return refuse_all(ToString(std::move(e)));
   }
-  // The first lookup compiles, links and maps the whole group.
+  llvm::orc::SymbolLookupSet wanted;
+  for (const auto& member : members) wanted.add(lljit->mangleAndIntern(member.second));
+  llvm::orc::JITDylib& dylib = lljit->getMainJITDylib();
+  llvm::Expected<llvm::orc::SymbolMap> found = lljit->getExecutionSession().lookup(
+      llvm::orc::makeJITDylibSearchOrder(&dylib, llvm::orc::JITDylibLookupFlags::MatchAllSymbols),
+      std::move(wanted));
+  if (!found) {
+    std::string why = ToString(found.takeError());
+    if (!session_error.empty()) why = session_error;  // the cause, not "failed to materialize"
+    if (code_memory != nullptr && why.find("JIT memory limit") != std::string::npos) {
+      memory_full.store(true, std::memory_order_relaxed);
+    }
+    return refuse_all(why);
+  }
   std::vector<void*> addresses;
   for (const auto& member : members) {
-    llvm::Expected<llvm::orc::ExecutorAddr> address = lljit->lookup(member.second);
-    if (!address) {
-      std::string why = ToString(address.takeError());
-      {
-        std::lock_guard<std::mutex> lock(session_error_mu);
-        if (!session_error.empty()) why = session_error;  // the cause, not "failed to materialize"
-      }
-      if (code_memory != nullptr && why.find("JIT memory limit") != std::string::npos) {
-        memory_full = true;
-      }
-      return refuse_all(why);
-    }
-    addresses.push_back(address->toPtr<void*>());
+    addresses.push_back(
+        (*found)[lljit->mangleAndIntern(member.second)].getAddress().toPtr<void*>());
   }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  stats.compiled += members.size();
-  stats.total_ms += ms;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu);
+    stats.compiled += members.size();
+    stats.total_ms += ms;
+  }
   for (size_t i = 0; i < members.size(); ++i) {
     const Function* fn = members[i].first;
+    const bool tier_up = fn->jit_code.load(std::memory_order_relaxed) != nullptr;
     fn->jit_code.store(reinterpret_cast<JitEntry>(addresses[i]), std::memory_order_release);
-    fn->jit_state.store(JitState::kCompiled, std::memory_order_relaxed);
+    fn->jit_state.store(tier == Tier::kQuick ? JitState::kQuick : JitState::kCompiled,
+                        std::memory_order_relaxed);
     if (config.verbose) {
       // A group's time is shared out evenly among its functions.
-      absl::FPrintF(config.log, "[jit] compiled %s (%d bytes of bytecode) in %.3fms at %p\n",
-                    fn->name, fn->code.size(), ms / static_cast<double>(members.size()),
-                    addresses[i]);
+      absl::FPrintF(config.log, "[jit] %s %s (%d bytes of bytecode) in %.3fms at %p\n",
+                    tier_up ? "optimised" : "compiled", fn->name, fn->code.size(),
+                    ms / static_cast<double>(members.size()), addresses[i]);
       for (const InlinedCall& call : members_inlined[i]) {
         absl::FPrintF(config.log, "[jit] %s: inlined %s (line %d%s)\n", fn->name,
                       call.callee->name, call.line,
@@ -403,9 +543,13 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns) {
 }
 
 void Jit::OnHot(VMThread* t, const Function* fn) {
+  // From the interpreter (kInterpreted) or from quick-tier code (kQuick).
   JitState expected = JitState::kInterpreted;
   if (!fn->jit_state.compare_exchange_strong(expected, JitState::kQueued,
-                                             std::memory_order_relaxed)) {
+                                             std::memory_order_relaxed) &&
+      !(expected == JitState::kQuick &&
+        fn->jit_state.compare_exchange_strong(expected, JitState::kQueued,
+                                              std::memory_order_relaxed))) {
     return;  // queued, compiled or failed already
   }
   if (impl_->config.sync) {
@@ -443,7 +587,7 @@ void Jit::StopCompiling() {
 }
 
 Jit::Stats Jit::stats() const {
-  std::lock_guard<std::mutex> lock(impl_->compile_mu);
+  std::lock_guard<std::mutex> lock(impl_->stats_mu);
   return impl_->stats;
 }
 

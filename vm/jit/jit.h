@@ -1,12 +1,14 @@
 // The JIT tier: compiles bytecode Functions to native code with LLVM's ORC
 // LLJIT (docs/jit.md).
 //
-// Tiers: every Function starts interpreted. --jit=eager compiles all of them
-// before the program starts. --jit=auto compiles a Function once the
-// interpreter has counted `threshold` calls plus loop back-edges in it, on a
-// background thread while the interpreter keeps running; a running
-// activation moves to the compiled code at its next loop back-edge
-// (on-stack replacement).
+// Tiers: every Function starts interpreted. --jit=auto compiles a Function
+// at --jit-opt once the interpreter has counted `threshold` calls plus loop
+// back-edges in it, on a background thread while the interpreter keeps
+// running; a running activation moves to the compiled code at its next loop
+// back-edge (on-stack replacement). --jit=eager compiles every Function at
+// the quick tier before the program starts; quick code counts the same way
+// and a hot Function is recompiled at --jit-opt likewise, its activations
+// moving over at entry or at a loop back-edge (tier-up).
 //
 // The public face is LLVM-free (pimpl): vm/runtime only sees JitHooks.
 #ifndef MINIVM_VM_JIT_JIT_H_
@@ -32,6 +34,20 @@ namespace minivm::jit {
 inline constexpr size_t kBatchFunctions = 512;
 inline constexpr size_t kBatchBytecode = 64 * 1024;
 
+// Default hotness threshold (--jit-threshold): calls plus loop back-edges
+// after which the interpreter (--jit=auto) or quick-tier code (--jit=eager)
+// reports a function for the optimising tier.
+inline constexpr uint32_t kDefaultThreshold = 1000;
+
+// The tiers of compiled code (jit.cc, design 2). --jit=eager compiles every
+// function at the quick tier; --jit=auto compiles hot functions at the
+// optimising tier, at --jit-opt.
+enum class Tier { kQuick, kOptimized };
+
+// --jit=eager compiles batches on up to this many threads, one per hardware
+// thread (jit.cc, design 7).
+inline constexpr size_t kMaxEagerThreads = 8;
+
 // Default --jit-memory, as HotSpot's 240 MB ReservedCodeCacheSize: about
 // half a million small functions.
 inline constexpr uint64_t kDefaultJitMemory = uint64_t{256} << 20;
@@ -46,10 +62,12 @@ struct JitConfig {
   FILE* log = stderr;             // where verbose and print output go
   std::string perf_map;           // --perf-map: the perf map file to write, or "" (perf_map.h)
   uint64_t memory_limit = kDefaultJitMemory;  // --jit-memory: code memory cap (code_memory.h)
+  // --jit-threshold: the hotness at which quick-tier code reports its
+  // function for the optimising tier (the interpreter takes it from
+  // VM::jit_threshold).
+  uint32_t threshold = kDefaultThreshold;
 };
 
-// Default hotness threshold for --jit=auto (--jit-threshold).
-inline constexpr uint32_t kDefaultThreshold = 1000;
 
 // Functions with more bytecode than this stay interpreted (HotSpot's
 // HugeMethodLimit, 8000 bytecodes): LLVM's compile time grows with the
@@ -66,10 +84,13 @@ class Jit final : public JitHooks {
   Jit(const Jit&) = delete;
   Jit& operator=(const Jit&) = delete;
 
-  // Compiles `fn` on the calling thread and publishes its code. False if it
-  // failed; it then stays interpreted (with a line under --verbose:jit).
+  // Compiles `fn` at the optimising tier on the calling thread and
+  // publishes its code. False if it failed and `fn` has no code; it then
+  // stays interpreted (or at the quick tier), with a line under
+  // --verbose:jit.
   bool Compile(const Function* fn);
-  // --jit=eager: compiles every Function of the program.
+  // --jit=eager: compiles every Function of the program at the quick tier,
+  // on up to kMaxEagerThreads threads, this one included.
   void CompileAll();
 
   // JitHooks. OnHot queues `fn` for the background compiler (started on

@@ -83,6 +83,19 @@ void minivm_jit_stack_overflow(VMThread* t, int32_t frames) noexcept {
   minivm::RaiseStackOverflow(t, frames != 0);
 }
 
+void* minivm_jit_hot(VMThread* t, const minivm::Function* fn, const void* self) noexcept {
+  // Compiled code runs only after InstallJit, so there is a JIT.
+  if (fn->jit_state.load(std::memory_order_relaxed) == minivm::JitState::kQuick) {
+    t->vm->jit()->OnHot(t, fn);
+  }
+  const minivm::JitEntry code = fn->jit_code.load(std::memory_order_acquire);
+  if (reinterpret_cast<const void*>(code) != self && !t->NativeStackLow()) {
+    return reinterpret_cast<void*>(code);
+  }
+  fn->hotness.store(0, std::memory_order_relaxed);
+  return nullptr;
+}
+
 }  // extern "C"
 
 namespace minivm::jit {

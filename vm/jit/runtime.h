@@ -73,7 +73,13 @@
     (minivm::VMThread* t, minivm::Frame* frame, uint64_t a0, uint64_t a1, uint64_t a2,           \
      uint64_t a3, uint64_t a4, uint64_t a5))                                                     \
   /* CALL found the frame array (frames != 0) or the value stack full. */                       \
-  X(kStackOverflow, minivm_jit_stack_overflow, void, (minivm::VMThread* t, int32_t frames))
+  X(kStackOverflow, minivm_jit_stack_overflow, void, (minivm::VMThread* t, int32_t frames))     \
+  /* Quick-tier code `self` of `fn` counted it to the threshold: reports it to the JIT */      \
+  /* (JitHooks::OnHot) once, which queues it for the optimising tier or, with --jit-sync, */   \
+  /* compiles it here. Returns the optimised code to continue in, or null (not there yet, */   \
+  /* or the native stack is low) after restarting fn's count. */                               \
+  X(kHot, minivm_jit_hot, void*,                                                                 \
+    (minivm::VMThread* t, const minivm::Function* fn, const void* self))
 // clang-format on
 
 extern "C" {

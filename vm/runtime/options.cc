@@ -197,9 +197,11 @@ Options come before the program; everything after it is the program's.
   --gc-stress=<n>            collect at every n-th allocation slow path (testing)
   --disassemble              print the program's bytecode instead of running it
   --jit=off|auto|eager       the JIT tier: interpreter only; compile hot functions
-                             in the background (default); compile all before running
-  --jit-threshold=<n>        calls + loop iterations before --jit=auto compiles (default 1000)
-  --jit-opt=<0..3>           LLVM optimisation level of compiled code (default 2)
+                             in the background (default); compile all quickly before
+                             running, then hot functions again at --jit-opt
+  --jit-threshold=<n>        calls + loop iterations before a function counts as hot
+                             (default 1000)
+  --jit-opt=<0..3>           LLVM optimisation level of hot functions' code (default 2)
   --jit-sync                 compile a hot function on the thread that found it, before
                              going on (deterministic tiering, for tests; HotSpot's -Xbatch)
   --verbose:jit              one line per compiled (or failed) function and per OSR, on stderr

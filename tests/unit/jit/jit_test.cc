@@ -20,7 +20,8 @@ struct JitRun {
   std::string out;
   std::string err;
   std::string jit_log;
-  std::vector<JitState> states;  // per function, after the run
+  std::vector<JitState> states;   // per function, after the run
+  std::vector<uint32_t> hotness;  // per function, after the run
 };
 
 jit::JitConfig JitConfigFor(JitMode mode, bool sync = false) {
@@ -47,6 +48,7 @@ JitRun RunWithJit(std::unique_ptr<Program> program, jit::JitConfig config, uint3
     EXPECT_TRUE(vm.ok()) << vm.status();
     config.log = log;
     config.verbose = true;
+    config.threshold = threshold;
     absl::StatusOr<std::unique_ptr<jit::Jit>> jit = jit::Jit::Create(vm->get(), config);
     EXPECT_TRUE(jit.ok()) << jit.status();
     if (config.mode == JitMode::kEager) (*jit)->CompileAll();
@@ -54,6 +56,7 @@ JitRun RunWithJit(std::unique_ptr<Program> program, jit::JitConfig config, uint3
     r.exit_code = (*vm)->Run();
     for (const auto& fn : (*vm)->program().functions) {
       r.states.push_back(fn->jit_state.load());
+      r.hotness.push_back(fn->hotness.load());
     }
   }
   r.out = ReadAll(out);
@@ -95,7 +98,7 @@ TEST(JitTest, EagerCompilesEveryFunctionAndRunsIt) {
   JitRun r = RunWithJit(AddProgram(), JitConfigFor(JitMode::kEager), jit::kDefaultThreshold);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "5\n");
-  for (JitState s : r.states) EXPECT_EQ(s, JitState::kCompiled);
+  for (JitState s : r.states) EXPECT_EQ(s, JitState::kQuick);  // nothing got hot
   EXPECT_NE(r.jit_log.find("[jit] compiled add"), std::string::npos) << r.jit_log;
   EXPECT_NE(r.jit_log.find("[jit] compiled main"), std::string::npos) << r.jit_log;
 }
@@ -115,7 +118,7 @@ TEST(JitTest, RejectedFunctionStaysInterpretedWithAMessage) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "7\n");
   EXPECT_EQ(r.states[bad_fn], JitState::kFailed);
-  EXPECT_EQ(r.states[bad_fn + 1], JitState::kCompiled);  // main
+  EXPECT_EQ(r.states[bad_fn + 1], JitState::kQuick);  // main
   EXPECT_NE(r.jit_log.find("[jit] bad: not compiled, stays interpreted: inconsistent stack depth"),
             std::string::npos)
       << r.jit_log;
@@ -161,6 +164,56 @@ TEST(JitTest, OsrMovesARunningLoopToCompiledCode) {
   EXPECT_EQ(r.states[main_fn], JitState::kCompiled);
   EXPECT_NE(r.jit_log.find("[jit] main: on-stack replacement at line 1"), std::string::npos)
       << r.jit_log;
+}
+
+TEST(JitTest, EagerSyncTierUpRecompilesAHotFunctionAtEntry) {
+  // As SyncTieringCompilesAHotFunctionAtTheThreshold, under eager: add's
+  // quick code reports it at its third call, which --jit-sync recompiles at
+  // once and continues in the optimised code; the later calls go there
+  // directly, so add's hotness stops at the threshold. main stays quick.
+  ProgramBuilder pb;
+  Asm add;
+  add.Load(0).Load(1).Op(Opcode::ADD).Ret();
+  const uint32_t add_fn = pb.AddFunction("add", 2, 2, 2, add);
+  Asm main;
+  main.Int(0);
+  for (int i = 0; i < 5; ++i) main.Int(i).Call(add_fn, 2);
+  main.Builtin(Builtin::k_print, 1).Op(Opcode::POP).Null().Ret();
+  pb.SetMain(pb.AddFunction("main", 0, 0, 3, main));
+
+  JitRun r = RunWithJit(pb.Build(), JitConfigFor(JitMode::kEager, /*sync=*/true), 3);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "10\n");
+  EXPECT_EQ(r.states[add_fn], JitState::kCompiled);
+  EXPECT_EQ(r.hotness[add_fn], 3u);
+  EXPECT_EQ(r.states[add_fn + 1], JitState::kQuick);
+  EXPECT_NE(r.jit_log.find("[jit] optimised add"), std::string::npos) << r.jit_log;
+  EXPECT_EQ(r.jit_log.find("[jit] optimised main"), std::string::npos) << r.jit_log;
+}
+
+TEST(JitTest, EagerSyncTierUpMovesARunningLoopToOptimisedCode) {
+  // main: i = 0; while (i < 1000) i = i + 1; print(i) under eager, threshold
+  // 10: the quick code reports main at the back-edge that reaches 10 (1 for
+  // the call, 9 back-edges) and continues the loop in the optimised code
+  // through its OSR entry, which counts nothing: hotness stays 10.
+  ProgramBuilder pb;
+  Asm main;
+  main.Int(0).Store(0);
+  const size_t head = main.here();
+  main.Load(0).Int(1000).Op(Opcode::LT);
+  const size_t exit = main.Jump(Opcode::JUMP_IF_FALSE);
+  main.Load(0).Int(1).Op(Opcode::ADD).Store(0).Loop(head);
+  main.Bind(exit);
+  main.Load(0).Builtin(Builtin::k_print, 1).Op(Opcode::POP).Null().Ret();
+  const uint32_t main_fn = pb.AddFunction("main", 0, 1, 2, main);
+  pb.SetMain(main_fn);
+
+  JitRun r = RunWithJit(pb.Build(), JitConfigFor(JitMode::kEager, /*sync=*/true), 10);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "1000\n");
+  EXPECT_EQ(r.states[main_fn], JitState::kCompiled);
+  EXPECT_EQ(r.hotness[main_fn], 10u);
+  EXPECT_NE(r.jit_log.find("[jit] optimised main"), std::string::npos) << r.jit_log;
 }
 
 TEST(JitTest, BackgroundCompilerStopsWithTheVm) {
