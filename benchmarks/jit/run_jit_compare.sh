@@ -13,7 +13,8 @@
 #   binary trees at each of BT_DEPTHS (../programs/binary_trees.mv,
 #             ../compare/BinaryTrees.java, ../compare/binary_trees.go).
 #   Then the compile time per function: every function of the benchmark and
-#   example programs under --jit=eager --verbose:jit.
+#   example programs at eager's quick tier, and every one that runs at the
+#   optimising tier (--verbose:jit).
 #
 #   benchmarks/jit/run_jit_compare.sh [path/to/minivm]
 #
@@ -216,14 +217,25 @@ done
 echo "load at end of the rounds: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 echo
-echo "== compile time per function (--jit=eager --verbose:jit; -O2 IR pipeline + CodeGen) =="
-: >"$TMP/ms"
-for p in "$HERE"/*.mv "$HERE"/../programs/*.mv "$HERE"/../../examples/programs/*.mv; do
-  "$MV" --jit=eager --verbose:jit "$p" 1 2>&1 >/dev/null |
-    sed -n 's/^\[jit\] compiled .* (\([0-9]*\) bytes of bytecode) in \([0-9.]*\)ms.*$/\1 \2/p' >>"$TMP/ms" || true
-done
-sort -k2 -g "$TMP/ms" | awk '{ b[NR] = $1; t[NR] = $2; sb += $1; st += $2 }
-  END { printf "%d functions, %d bytes of bytecode: median %.2f ms, mean %.2f ms, max %.2f ms (%.1f us per bytecode byte)\n",
-        NR, sb, t[int((NR + 1) / 2)], st / NR, t[NR], 1000 * st / sb }'
+# compile_times LABEL PATTERN MINIVM_ARGS...: per-function compile times of
+# the "[jit] PATTERN NAME (N bytes of bytecode) in Tms" lines.
+compile_times() {
+  local label=$1 pattern=$2
+  shift 2
+  : >"$TMP/ms"
+  for p in "$HERE"/*.mv "$HERE"/../programs/*.mv "$HERE"/../../examples/programs/*.mv; do
+    "$MV" "$@" --verbose:jit "$p" 1 2>&1 >/dev/null |
+      sed -n "s/^\[jit\] $pattern .* (\([0-9]*\) bytes of bytecode) in \([0-9.]*\)ms.*\$/\1 \2/p" >>"$TMP/ms" || true
+  done
+  sort -k2 -g "$TMP/ms" | awk -v label="$label" '{ b[NR] = $1; t[NR] = $2; sb += $1; st += $2 }
+    END { printf "%s: %d functions, %d bytes of bytecode: median %.2f ms, mean %.2f ms, max %.2f ms (%.1f us per bytecode byte)\n",
+          label, NR, sb, t[int((NR + 1) / 2)], st / NR, t[NR], 1000 * st / sb }'
+}
+echo "== compile time per function (--verbose:jit) =="
+# Eager's quick tier compiles every function; its tier-up at threshold 1
+# optimises (-O2, inlining) every function that runs.
+compile_times "quick tier (--jit=eager)" compiled --jit=eager
+compile_times "optimising tier (--jit=eager --jit-threshold=1 --jit-sync)" optimised \
+  --jit=eager --jit-threshold=1 --jit-sync
 echo "(the first function of each process also pays LLVM's one-time set-up)"
 exit $status
