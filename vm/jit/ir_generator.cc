@@ -100,8 +100,8 @@
 #include "vm/jit/ir_generator.h"
 
 #include <atomic>
-#include <optional>
 #include <cstddef>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -372,13 +372,13 @@ class IrGenerator {
   BasicBlock* inline_done_ = nullptr;
   std::vector<InlinedCall> inlined_calls_;
   absl::Status inline_status_;  // the first inlining that failed
-  size_t inlined_bytes_ = 0;     // against kInlineBudget
+  size_t inlined_bytes_ = 0;    // against kInlineBudget
 };
 
 void IrGenerator::DeclareRuntime() {
-#define MINIVM_JIT_DECLARE(id, symbol, ret, params)                                          \
-  runtime_[static_cast<int>(RuntimeFunction::id)] = module_->getOrInsertFunction(         \
-      #symbol, RuntimeFunctionType<decltype(symbol)>::Get(ctx_));
+#define MINIVM_JIT_DECLARE(id, symbol, ret, params) \
+  runtime_[static_cast<int>(RuntimeFunction::id)] = \
+      module_->getOrInsertFunction(#symbol, RuntimeFunctionType<decltype(symbol)>::Get(ctx_));
   MINIVM_JIT_RUNTIME(MINIVM_JIT_DECLARE)
 #undef MINIVM_JIT_DECLARE
   for (llvm::FunctionCallee& c : runtime_) {
@@ -417,7 +417,9 @@ void IrGenerator::StoreRelease(LValue* v, LValue* p) {
   store->setAtomic(llvm::AtomicOrdering::Release);
 }
 
-void IrGenerator::SetPc(uint32_t off) { StoreField(ConstPtr(code_ + off), frame_, kFramePc, tbaa_frame_); }
+void IrGenerator::SetPc(uint32_t off) {
+  StoreField(ConstPtr(code_ + off), frame_, kFramePc, tbaa_frame_);
+}
 
 void IrGenerator::Spill(int n, uint32_t off) {
   if (outer_ != nullptr) {
@@ -524,8 +526,7 @@ void IrGenerator::EmitCardMark(LValue* holder, LValue* stored, LValue* extra_con
 }
 
 void IrGenerator::EmitSlowOperandCall(llvm::FunctionCallee callee, uint32_t off, int depth,
-                                           int pops, std::vector<LValue*> leading_args,
-                                           int results) {
+                                      int pops, std::vector<LValue*> leading_args, int results) {
   const int n = fn_.num_locals + depth;
   Spill(n, off);
   leading_args.push_back(HomeAddr(n - pops));
@@ -610,13 +611,14 @@ void IrGenerator::EmitEquality(Opcode op, int depth) {
   llvm::PHINode* equal = b_.CreatePHI(b_.getInt1Ty(), 2);
   equal->addIncoming(same, entry);
   equal->addIncoming(strings_equal, refs);
-  SetOperand(depth, -2, TagBool(op == Opcode::EQ ? static_cast<LValue*>(equal) : b_.CreateNot(equal)));
+  SetOperand(depth, -2,
+             TagBool(op == Opcode::EQ ? static_cast<LValue*>(equal) : b_.CreateNot(equal)));
 }
 
 void IrGenerator::EmitSlotAccess(LValue* obj, LValue* index, uint64_t header_size, int depth,
                                  bool write, int read_pops) {
-  LValue* addr = b_.CreateInBoundsGEP(
-      i8_, AsPtr(obj), b_.CreateAdd(b_.CreateShl(index, 3), Const64(header_size)));
+  LValue* addr = b_.CreateInBoundsGEP(i8_, AsPtr(obj),
+                                      b_.CreateAdd(b_.CreateShl(index, 3), Const64(header_size)));
   if (write) {
     LValue* v = Operand(depth, -1);
     StoreRelease(v, addr);
@@ -642,8 +644,8 @@ void IrGenerator::EmitField(uint32_t off, int depth, bool write) {
   // constants, checked first; the shared cache word is the fallback.
   b_.SetInsertPoint(is_ref);
   LValue* klass = b_.CreatePtrToInt(LoadField(AsPtr(obj), 0, ptr_, tbaa_object_), i64_);
-  const uint64_t word = reinterpret_cast<const std::atomic<uint64_t>*>(cache)->load(
-      std::memory_order_relaxed);
+  const uint64_t word =
+      reinterpret_cast<const std::atomic<uint64_t>*>(cache)->load(std::memory_order_relaxed);
   static_assert(sizeof(FieldCache) == sizeof(std::atomic<uint64_t>));
   llvm::PHINode* slot = nullptr;
   BasicBlock* warm_hit = nullptr;
@@ -665,8 +667,8 @@ void IrGenerator::EmitField(uint32_t off, int depth, bool write) {
   b_.SetInsertPoint(miss);
   const int n = fn_.num_locals + depth;
   Spill(n, off);
-  LValue* resolved = b_.CreateCall(
-      Rt(kFieldSlot), {thread_, obj, b_.getInt32(symbol), ConstPtr(cache), b_.getInt32(write ? 1 : 0)});
+  LValue* resolved = b_.CreateCall(Rt(kFieldSlot), {thread_, obj, b_.getInt32(symbol),
+                                                    ConstPtr(cache), b_.getInt32(write ? 1 : 0)});
   BasicBlock* fail = NewBlock("raised");
   BasicBlock* resolved_block = NewBlock("field_resolved");
   CondBrUnlikely(b_.CreateICmpSLT(resolved, Const64(0)), fail, resolved_block);
@@ -724,16 +726,16 @@ void IrGenerator::EmitIndex(uint32_t off, int depth, bool write) {
   LValue* in_range = b_.CreateICmpULT(bi, byte_length);
   LValue* stored = write ? Operand(depth, -1) : nullptr;
   if (write) {  // an int whose untagged value is 0..255 (unsigned compare)
-    in_range = b_.CreateAnd(in_range, b_.CreateAnd(IsInt(stored),
-                                                   b_.CreateICmpULE(Untag(stored), Const64(255))));
+    in_range = b_.CreateAnd(
+        in_range, b_.CreateAnd(IsInt(stored), b_.CreateICmpULE(Untag(stored), Const64(255))));
   }
   CondBrUnlikely(b_.CreateNot(in_range), slow, bytes_fast);
   b_.SetInsertPoint(bytes_fast);
-  LValue* byte_addr = b_.CreateInBoundsGEP(
-      i8_, AsPtr(obj), b_.CreateAdd(bi, Const64(gc::kArrayHeaderSize)));
+  LValue* byte_addr =
+      b_.CreateInBoundsGEP(i8_, AsPtr(obj), b_.CreateAdd(bi, Const64(gc::kArrayHeaderSize)));
   if (write) {
-    llvm::StoreInst* s = b_.CreateAlignedStore(b_.CreateTrunc(Untag(stored), i8_), byte_addr,
-                                               llvm::Align(1));
+    llvm::StoreInst* s =
+        b_.CreateAlignedStore(b_.CreateTrunc(Untag(stored), i8_), byte_addr, llvm::Align(1));
     s->setAtomic(llvm::AtomicOrdering::Monotonic);
   } else {
     llvm::LoadInst* l = b_.CreateAlignedLoad(i8_, byte_addr, llvm::Align(1));
@@ -829,10 +831,12 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   LValue* callee_base = HomeAddr(below);
   LValue* frames_end = LoadField(thread_, kThreadFramesEnd, ptr_, tbaa_thread_);
   LValue* stack_end = LoadField(thread_, kThreadStackEnd, ptr_, tbaa_thread_);
-  LValue* frames_full = b_.CreateICmpUGE(b_.CreatePtrToInt(next, i64_), b_.CreatePtrToInt(frames_end, i64_));
+  LValue* frames_full =
+      b_.CreateICmpUGE(b_.CreatePtrToInt(next, i64_), b_.CreatePtrToInt(frames_end, i64_));
   LValue* needed = b_.CreateConstInBoundsGEP1_64(
       i64_, callee_base, callee->num_locals + callee->max_stack + kStackSlack);
-  LValue* stack_full = b_.CreateICmpUGT(b_.CreatePtrToInt(needed, i64_), b_.CreatePtrToInt(stack_end, i64_));
+  LValue* stack_full =
+      b_.CreateICmpUGT(b_.CreatePtrToInt(needed, i64_), b_.CreatePtrToInt(stack_end, i64_));
   BasicBlock* overflow = NewBlock("stack_overflow");
   BasicBlock* push = NewBlock("push_frame");
   CondBrUnlikely(b_.CreateOr(frames_full, stack_full), overflow, push);
@@ -916,8 +920,8 @@ void IrGenerator::EmitRuntimeCall(uint32_t off, int depth, bool builtin) {
     auto is = [&](const Klass* k) {
       return b_.CreateICmpEQ(klass, Const64(reinterpret_cast<uint64_t>(k)));
     };
-    CondBrUnlikely(b_.CreateNot(b_.CreateOr(is(ArrayKlass()), b_.CreateOr(is(BytesKlass()),
-                                                                          is(StringKlass())))),
+    CondBrUnlikely(b_.CreateNot(b_.CreateOr(is(ArrayKlass()),
+                                            b_.CreateOr(is(BytesKlass()), is(StringKlass())))),
                    slow, fast);
     b_.SetInsertPoint(fast);
     SetOperand(depth, -1, Tag(LoadField(AsPtr(x), gc::kHeaderSize, i64_, tbaa_object_)));
@@ -927,7 +931,8 @@ void IrGenerator::EmitRuntimeCall(uint32_t off, int depth, bool builtin) {
   Spill(n, off);
   LValue* args = HomeAddr(n - argc);
   if (builtin) {
-    LValue* status = b_.CreateCall(Rt(kBuiltin), {thread_, b_.getInt32(pc[1]), args, b_.getInt32(argc)});
+    LValue* status =
+        b_.CreateCall(Rt(kBuiltin), {thread_, b_.getInt32(pc[1]), args, b_.getInt32(argc)});
     ReturnIfNonZero(status);
   } else {
     const Function* callee = program_.functions[ReadU32(pc + 1)].get();
@@ -971,8 +976,7 @@ void IrGenerator::EmitInstruction(uint32_t off, int depth) {
       Put(ReadU16(pc + 1), Operand(depth, -1));
       break;
     case Opcode::LOAD_GLOBAL:
-      SetOperand(depth, 0,
-                 LoadAcquire(ConstPtr(&const_cast<VM&>(vm_).globals()[ReadU32(pc + 1)])));
+      SetOperand(depth, 0, LoadAcquire(ConstPtr(&const_cast<VM&>(vm_).globals()[ReadU32(pc + 1)])));
       break;
     case Opcode::STORE_GLOBAL:
       StoreRelease(Operand(depth, -1), ConstPtr(&const_cast<VM&>(vm_).globals()[ReadU32(pc + 1)]));
@@ -1102,8 +1106,8 @@ absl::Status IrGenerator::Emit(const std::string& symbol) {
   tbaa_frame_ = tag("frame word");
   tbaa_object_ = tag("object header or initialising store");
 
-  llvm_fn_ = llvm::Function::Create(CodeType(fn_.arity), llvm::Function::ExternalLinkage, symbol,
-                                    module_);
+  llvm_fn_ =
+      llvm::Function::Create(CodeType(fn_.arity), llvm::Function::ExternalLinkage, symbol, module_);
   llvm_fn_->addFnAttr(llvm::Attribute::NoUnwind);
   thread_ = llvm_fn_->getArg(0);
   frame_ = llvm_fn_->getArg(1);
@@ -1250,10 +1254,12 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
   // EnterFrame's checks, so that the overflow happens where it would.
   LValue* frames_end = LoadField(thread_, kThreadFramesEnd, ptr_, tbaa_thread_);
   LValue* stack_end = LoadField(thread_, kThreadStackEnd, ptr_, tbaa_thread_);
-  LValue* frames_full = b_.CreateICmpUGE(b_.CreatePtrToInt(next, i64_), b_.CreatePtrToInt(frames_end, i64_));
+  LValue* frames_full =
+      b_.CreateICmpUGE(b_.CreatePtrToInt(next, i64_), b_.CreatePtrToInt(frames_end, i64_));
   LValue* needed = b_.CreateConstInBoundsGEP1_64(
       i64_, callee_base, callee.num_locals + callee.max_stack + kStackSlack);
-  LValue* stack_full = b_.CreateICmpUGT(b_.CreatePtrToInt(needed, i64_), b_.CreatePtrToInt(stack_end, i64_));
+  LValue* stack_full =
+      b_.CreateICmpUGT(b_.CreatePtrToInt(needed, i64_), b_.CreatePtrToInt(stack_end, i64_));
   BasicBlock* overflow = NewBlock("inline_overflow");
   BasicBlock* body = NewBlock("inline_body");
   CondBrUnlikely(b_.CreateOr(frames_full, stack_full), overflow, body);
@@ -1269,15 +1275,16 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
   if (absl::Status s = inner.EmitInlineBody(*this, next, callee_base, args, slots_[below], done);
       !s.ok() && inline_status_.ok()) {
     // The whole function then stays interpreted (Emit returns it).
-    inline_status_ = absl::Status(s.code(), absl::StrCat("inlining ", callee.name, ": ", s.message()));
+    inline_status_ =
+        absl::Status(s.code(), absl::StrCat("inlining ", callee.name, ": ", s.message()));
   }
   b_.SetInsertPoint(done);
   Reload(below);  // a collection in the callee may have moved them
 }
 
 absl::Status IrGenerator::EmitInlineBody(IrGenerator& outer, LValue* frame, LValue* base,
-                                         const std::vector<LValue*>& args,
-                                         llvm::AllocaInst* result, BasicBlock* done) {
+                                         const std::vector<LValue*>& args, llvm::AllocaInst* result,
+                                         BasicBlock* done) {
   absl::StatusOr<VerifiedCode> verified = VerifyFunction(program_, fn_);
   if (!verified.ok()) return verified.status();
   verified_ = *std::move(verified);
@@ -1314,7 +1321,6 @@ absl::Status IrGenerator::EmitInlineBody(IrGenerator& outer, LValue* frame, LVal
   }
   return EmitInstructions();
 }
-
 
 }  // namespace
 
