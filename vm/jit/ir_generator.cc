@@ -313,6 +313,11 @@ class IrGenerator {
   void EmitIndex(uint32_t off, int depth, bool write);
   void EmitNew(uint32_t off, int depth);
   void EmitCall(uint32_t off, int depth);
+  // EnterFrame's frame-array and value-stack checks for a call of `callee`
+  // whose frame would be `next` at `callee_base`: on overflow, writes the
+  // `n` slots home and raises as the interpreter does; else continues.
+  void EmitFrameChecks(LValue* next, LValue* callee_base, const Function& callee, int n,
+                       uint32_t off);
   // Design 10.
   bool Inlinable(const Function& callee);
   void EmitInlinedCall(uint32_t off, int depth, const Function& callee);
@@ -810,6 +815,27 @@ void IrGenerator::EmitNew(uint32_t off, int depth) {
   SetOperand(depth, -argc, obj);
 }
 
+void IrGenerator::EmitFrameChecks(LValue* next, LValue* callee_base, const Function& callee,
+                                  int n, uint32_t off) {
+  LValue* frames_end = LoadField(thread_, kThreadFramesEnd, ptr_, tbaa_thread_);
+  LValue* stack_end = LoadField(thread_, kThreadStackEnd, ptr_, tbaa_thread_);
+  LValue* frames_full =
+      b_.CreateICmpUGE(b_.CreatePtrToInt(next, i64_), b_.CreatePtrToInt(frames_end, i64_));
+  LValue* needed = b_.CreateConstInBoundsGEP1_64(
+      i64_, callee_base, callee.num_locals + callee.max_stack + kStackSlack);
+  LValue* stack_full =
+      b_.CreateICmpUGT(b_.CreatePtrToInt(needed, i64_), b_.CreatePtrToInt(stack_end, i64_));
+  BasicBlock* overflow = NewBlock("stack_overflow");
+  BasicBlock* room = NewBlock("frame_room");
+  CondBrUnlikely(b_.CreateOr(frames_full, stack_full), overflow, room);
+  b_.SetInsertPoint(overflow);
+  // The interpreter raises with the arguments still on the stack.
+  Spill(n, off);
+  b_.CreateCall(Rt(kStackOverflow), {thread_, b_.CreateZExt(frames_full, i32_)});
+  ReturnError();
+  b_.SetInsertPoint(room);
+}
+
 void IrGenerator::EmitCall(uint32_t off, int depth) {
   const uint8_t* pc = code_ + off;
   const Function* callee = program_.functions[ReadU32(pc + 1)].get();
@@ -829,24 +855,7 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   // Push the callee's frame: EnterFrame's checks, inline.
   LValue* next = b_.CreateConstInBoundsGEP1_64(i8_, frame_, sizeof(Frame));
   LValue* callee_base = HomeAddr(below);
-  LValue* frames_end = LoadField(thread_, kThreadFramesEnd, ptr_, tbaa_thread_);
-  LValue* stack_end = LoadField(thread_, kThreadStackEnd, ptr_, tbaa_thread_);
-  LValue* frames_full =
-      b_.CreateICmpUGE(b_.CreatePtrToInt(next, i64_), b_.CreatePtrToInt(frames_end, i64_));
-  LValue* needed = b_.CreateConstInBoundsGEP1_64(
-      i64_, callee_base, callee->num_locals + callee->max_stack + kStackSlack);
-  LValue* stack_full =
-      b_.CreateICmpUGT(b_.CreatePtrToInt(needed, i64_), b_.CreatePtrToInt(stack_end, i64_));
-  BasicBlock* overflow = NewBlock("stack_overflow");
-  BasicBlock* push = NewBlock("push_frame");
-  CondBrUnlikely(b_.CreateOr(frames_full, stack_full), overflow, push);
-  b_.SetInsertPoint(overflow);
-  // The interpreter raises with the arguments still on the stack.
-  Spill(n, off);
-  b_.CreateCall(Rt(kStackOverflow), {thread_, b_.CreateZExt(frames_full, i32_)});
-  ReturnError();
-
-  b_.SetInsertPoint(push);
+  EmitFrameChecks(next, callee_base, *callee, n, off);
   StoreField(ConstPtr(callee), next, kFrameFn, tbaa_frame_);
   StoreField(callee_base, next, kFrameBase, tbaa_frame_);
   StoreField(next, thread_, kThreadFp, tbaa_thread_);
@@ -1252,23 +1261,7 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
   LValue* next = b_.CreateConstInBoundsGEP1_64(i8_, frame_, sizeof(Frame));
   LValue* callee_base = HomeAddr(below);
   // EnterFrame's checks, so that the overflow happens where it would.
-  LValue* frames_end = LoadField(thread_, kThreadFramesEnd, ptr_, tbaa_thread_);
-  LValue* stack_end = LoadField(thread_, kThreadStackEnd, ptr_, tbaa_thread_);
-  LValue* frames_full =
-      b_.CreateICmpUGE(b_.CreatePtrToInt(next, i64_), b_.CreatePtrToInt(frames_end, i64_));
-  LValue* needed = b_.CreateConstInBoundsGEP1_64(
-      i64_, callee_base, callee.num_locals + callee.max_stack + kStackSlack);
-  LValue* stack_full =
-      b_.CreateICmpUGT(b_.CreatePtrToInt(needed, i64_), b_.CreatePtrToInt(stack_end, i64_));
-  BasicBlock* overflow = NewBlock("inline_overflow");
-  BasicBlock* body = NewBlock("inline_body");
-  CondBrUnlikely(b_.CreateOr(frames_full, stack_full), overflow, body);
-  b_.SetInsertPoint(overflow);
-  Spill(n, off);
-  b_.CreateCall(Rt(kStackOverflow), {thread_, b_.CreateZExt(frames_full, i32_)});
-  ReturnError();
-
-  b_.SetInsertPoint(body);
+  EmitFrameChecks(next, callee_base, callee, n, off);
   BasicBlock* done = NewBlock("inline_done");
   Root().inlined_calls_.push_back({&callee, &fn_, fn_.lines.LineFor(off)});
   IrGenerator inner(vm_, callee, module_, /*hot_threshold=*/0);  // no entry, no loops

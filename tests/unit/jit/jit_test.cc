@@ -124,18 +124,26 @@ TEST(JitTest, RejectedFunctionStaysInterpretedWithAMessage) {
       << r.jit_log;
 }
 
-TEST(JitTest, SyncTieringCompilesAHotFunctionAtTheThreshold) {
-  // main calls add 5 times; with threshold 3 and --jit-sync, add is
-  // compiled at its third call; main, called once and loop-free, never is.
+// main calls add(s, i) for i = 0..4 and prints the sum (10); add's index
+// in *add_fn, main's is the next.
+ProgramBuilder FiveAddsProgram(uint32_t* add_fn) {
   ProgramBuilder pb;
   Asm add;
   add.Load(0).Load(1).Op(Opcode::ADD).Ret();
-  const uint32_t add_fn = pb.AddFunction("add", 2, 2, 2, add);
+  *add_fn = pb.AddFunction("add", 2, 2, 2, add);
   Asm main;
   main.Int(0);
-  for (int i = 0; i < 5; ++i) main.Int(i).Call(add_fn, 2);
+  for (int i = 0; i < 5; ++i) main.Int(i).Call(*add_fn, 2);
   main.Builtin(Builtin::k_print, 1).Op(Opcode::POP).Null().Ret();
   pb.SetMain(pb.AddFunction("main", 0, 0, 3, main));
+  return pb;
+}
+
+TEST(JitTest, SyncTieringCompilesAHotFunctionAtTheThreshold) {
+  // main calls add 5 times; with threshold 3 and --jit-sync, add is
+  // compiled at its third call; main, called once and loop-free, never is.
+  uint32_t add_fn = 0;
+  ProgramBuilder pb = FiveAddsProgram(&add_fn);
 
   JitRun r = RunWithJit(pb.Build(), JitConfigFor(JitMode::kAuto, /*sync=*/true), 3);
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -144,8 +152,8 @@ TEST(JitTest, SyncTieringCompilesAHotFunctionAtTheThreshold) {
   EXPECT_EQ(r.states[add_fn + 1], JitState::kInterpreted);
 }
 
-TEST(JitTest, OsrMovesARunningLoopToCompiledCode) {
-  // main: i = 0; while (i < 1000) i = i + 1; print(i)
+// main: i = 0; while (i < 1000) i = i + 1; print(i). Its index in *main_fn.
+ProgramBuilder CountingLoopProgram(uint32_t* main_fn) {
   ProgramBuilder pb;
   Asm main;
   main.Int(0).Store(0);
@@ -155,8 +163,15 @@ TEST(JitTest, OsrMovesARunningLoopToCompiledCode) {
   main.Load(0).Int(1).Op(Opcode::ADD).Store(0).Loop(head);
   main.Bind(exit);
   main.Load(0).Builtin(Builtin::k_print, 1).Op(Opcode::POP).Null().Ret();
-  const uint32_t main_fn = pb.AddFunction("main", 0, 1, 2, main);
-  pb.SetMain(main_fn);
+  *main_fn = pb.AddFunction("main", 0, 1, 2, main);
+  pb.SetMain(*main_fn);
+  return pb;
+}
+
+TEST(JitTest, OsrMovesARunningLoopToCompiledCode) {
+  // main: i = 0; while (i < 1000) i = i + 1; print(i)
+  uint32_t main_fn = 0;
+  ProgramBuilder pb = CountingLoopProgram(&main_fn);
 
   JitRun r = RunWithJit(pb.Build(), JitConfigFor(JitMode::kAuto, /*sync=*/true), 10);
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -171,15 +186,8 @@ TEST(JitTest, EagerSyncTierUpRecompilesAHotFunctionAtEntry) {
   // quick code reports it at its third call, which --jit-sync recompiles at
   // once and continues in the optimised code; the later calls go there
   // directly, so add's hotness stops at the threshold. main stays quick.
-  ProgramBuilder pb;
-  Asm add;
-  add.Load(0).Load(1).Op(Opcode::ADD).Ret();
-  const uint32_t add_fn = pb.AddFunction("add", 2, 2, 2, add);
-  Asm main;
-  main.Int(0);
-  for (int i = 0; i < 5; ++i) main.Int(i).Call(add_fn, 2);
-  main.Builtin(Builtin::k_print, 1).Op(Opcode::POP).Null().Ret();
-  pb.SetMain(pb.AddFunction("main", 0, 0, 3, main));
+  uint32_t add_fn = 0;
+  ProgramBuilder pb = FiveAddsProgram(&add_fn);
 
   JitRun r = RunWithJit(pb.Build(), JitConfigFor(JitMode::kEager, /*sync=*/true), 3);
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -196,17 +204,8 @@ TEST(JitTest, EagerSyncTierUpMovesARunningLoopToOptimisedCode) {
   // 10: the quick code reports main at the back-edge that reaches 10 (1 for
   // the call, 9 back-edges) and continues the loop in the optimised code
   // through its OSR entry, which counts nothing: hotness stays 10.
-  ProgramBuilder pb;
-  Asm main;
-  main.Int(0).Store(0);
-  const size_t head = main.here();
-  main.Load(0).Int(1000).Op(Opcode::LT);
-  const size_t exit = main.Jump(Opcode::JUMP_IF_FALSE);
-  main.Load(0).Int(1).Op(Opcode::ADD).Store(0).Loop(head);
-  main.Bind(exit);
-  main.Load(0).Builtin(Builtin::k_print, 1).Op(Opcode::POP).Null().Ret();
-  const uint32_t main_fn = pb.AddFunction("main", 0, 1, 2, main);
-  pb.SetMain(main_fn);
+  uint32_t main_fn = 0;
+  ProgramBuilder pb = CountingLoopProgram(&main_fn);
 
   JitRun r = RunWithJit(pb.Build(), JitConfigFor(JitMode::kEager, /*sync=*/true), 10);
   EXPECT_EQ(r.exit_code, 0) << r.err;
