@@ -890,7 +890,9 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   // of every call site small: compile time grows with it).
   b_.SetInsertPoint(interpreted);
   std::vector<LValue*> interpreted_args = {thread_, next};
-  for (int k = 0; k < 6; ++k) interpreted_args.push_back(k < in_registers ? args[k] : Const64(0));
+  for (int k = 0; k < kMaxRegisterArity; ++k) {  // its a0..a5 (runtime.h)
+    interpreted_args.push_back(k < in_registers ? args[k] : Const64(0));
+  }
   LValue* result_interpreted = b_.CreateCall(Rt(kCallInterpreted), interpreted_args);
   BasicBlock* interpreted_end = b_.GetInsertBlock();
   b_.CreateBr(returned);
