@@ -1256,7 +1256,7 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
   const int n = fn_.num_locals + depth;
   const int below = n - argc;
   // As a call: the caller's slots home and its pc at the CALL, so the
-  // callee's GC points need write only its own frame.
+  // callee's GC points need to write only its own frame.
   Spill(below, off);
   std::vector<LValue*> args;
   for (int k = 0; k < argc; ++k) args.push_back(Get(below + k));
@@ -1314,7 +1314,8 @@ absl::Status IrGenerator::EmitInlineBody(IrGenerator& outer, LValue* frame, LVal
       blocks_[off] = BasicBlock::Create(ctx_, absl::StrCat("inl", fn_.index, "_pc", off), llvm_fn_);
     }
   }
-  return EmitInstructions();
+  if (absl::Status s = EmitInstructions(); !s.ok()) return s;
+  return inline_status_;  // an inlining within this body that failed
 }
 
 }  // namespace
