@@ -185,7 +185,13 @@ std::string ToolInterface::DescribeAgents() {
     if (lib.spec().has_options) absl::StrAppend(&out, " options '", lib.spec().options, "'");
     absl::StrAppend(&out, " environments");
     if (a.first_env == a.end_env) absl::StrAppend(&out, " none");
-    for (size_t i = a.first_env; i < a.end_env; ++i) absl::StrAppend(&out, " ", i);
+    // A stopped agent (heapprof's `stop`) has disposed of its environment:
+    // the library stays mapped, but nothing of it is live.
+    for (size_t i = a.first_env; i < a.end_env; ++i) {
+      absl::StrAppend(&out, " ", i,
+                      EnvironmentAt(i)->disposed.load(std::memory_order_acquire) ? " (disposed)"
+                                                                                  : "");
+    }
     out += '\n';
   }
   return out;

@@ -2,7 +2,8 @@
 """Runs minivm's language tests: .mv files with inline expectations.
 
 Usage:
-  run_tests.py --minivm PATH [--jobs N] [--filter SUBSTR] [--vm-arg ARG ...]
+  run_tests.py --minivm PATH [--jobs N] [--filter SUBSTR] [--threaded-only]
+               [--vm-arg ARG ...]
                [--timeout SECONDS] [--allow-follow-on-errors] [--list] [--verbose]
                DIR_OR_FILE...
 
@@ -469,6 +470,15 @@ def find_tests(paths):
     return found
 
 
+def starts_threads(path):
+    """Whether the program uses spawn: a run where mutators race each other
+    (and the collector and samplers), which is what the TSan build's JIT
+    suites are for. Agent threads are covered by the agent suite's
+    interpreter run, which TSan runs in full."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return re.search(r"\bspawn\b", f.read()) is not None
+
+
 def normalise_argv(argv):
     """Lets `--vm-arg --gc-stress=1` work (argparse would take the value for an option)."""
     result = []
@@ -489,6 +499,8 @@ def main():
     parser.add_argument("--jobs", "-j", type=int, default=2, help="tests run in parallel (default 2)")
     parser.add_argument("--filter", action="append", default=[],
                         help="only tests whose path contains SUBSTR (repeatable: any matches)")
+    parser.add_argument("--threaded-only", action="store_true",
+                        help="only programs that start threads (use spawn): the TSan build's JIT suites")
     parser.add_argument("--vm-arg", action="append", default=[], help="an option for every run, e.g. --vm-arg=--jit=off")
     parser.add_argument("--forbid-stderr", action="append", default=[], metavar="TEXT",
                         help="fail a run whose stderr has a line containing TEXT (repeatable)")
@@ -504,6 +516,8 @@ def main():
     tests = find_tests(args.paths)
     if args.filter:
         tests = [t for t in tests if any(f in t for f in args.filter)]
+    if args.threaded_only:
+        tests = [t for t in tests if starts_threads(t)]
     if args.list:
         for t in tests:
             print(t)

@@ -301,6 +301,9 @@ def attach_heapprof_dump_set_stop_start():
         check(f"heapprof: wrote {final1}" in out and "released" in out, out)
         check(os.path.getsize(final1) > 0, "no final profile at stop")
         check("no environment samples" in ok(v.pid, "heap"), "still sampling after stop")
+        agents = ok(v.pid, "agents")
+        check(re.search(r"options 'start,file=[^']*' environments 0 \(disposed\)$", agents, re.M),
+              f"agents after stop:\n{agents}")
         threads_after = len(os.listdir(f"/proc/{v.pid}/task"))
         check(threads_after == threads_before - 1,
               f"the worker thread was not released: {threads_before} -> {threads_after} tasks")
