@@ -44,10 +44,10 @@ static void fail(const char* what, long long got, long long want) {
   g_failures++;
 }
 
-#define CHECK_ERR(call, want)                              \
-  do {                                                     \
-    vmtiError e_ = (call);                                 \
-    if (e_ != (want)) fail(#call, (long long)e_, (want));  \
+#define CHECK_ERR(call, want)                             \
+  do {                                                    \
+    vmtiError e_ = (call);                                \
+    if (e_ != (want)) fail(#call, (long long)e_, (want)); \
   } while (0)
 
 static void note(const char* s) {
@@ -101,8 +101,8 @@ static void edge_name(vmtiHeapReferenceKind kind, const vmtiHeapReferenceInfo* i
       } else {
         snprintf(name, sizeof name, "slot%d", (int)info->stack_local.slot);
       }
-      snprintf(buf, len, "stack %s %s:%s depth=%d", ti.name ? ti.name : "?",
-               method ? method : "?", name, (int)info->stack_local.depth);
+      snprintf(buf, len, "stack %s %s:%s depth=%d", ti.name ? ti.name : "?", method ? method : "?",
+               name, (int)info->stack_local.depth);
       (*g_env)->Deallocate(g_env, (unsigned char*)ti.name);
       (*g_env)->Deallocate(g_env, (unsigned char*)method);
       break;
@@ -154,10 +154,10 @@ static void misuse_inside_callback(vmtiClass klass) {
   CHECK_ERR((*g_env)->GetTime(g_env, &now), VMTI_ERROR_NONE);
 }
 
-static vmtiInt JNICALL_record(vmtiHeapReferenceKind kind, const vmtiHeapReferenceInfo* info,
-                              vmtiClass klass, vmtiClass referrer_klass, vmtiLong size,
-                              vmtiLong* tag_ptr, vmtiLong* referrer_tag_ptr, vmtiInt length,
-                              void* user_data) {
+static vmtiInt on_reference(vmtiHeapReferenceKind kind, const vmtiHeapReferenceInfo* info,
+                            vmtiClass klass, vmtiClass referrer_klass, vmtiLong size,
+                            vmtiLong* tag_ptr, vmtiLong* referrer_tag_ptr, vmtiInt length,
+                            void* user_data) {
   (void)user_data;
   char edge[96], target[64];
   if (!g_in_callback_checked) {
@@ -165,7 +165,8 @@ static vmtiInt JNICALL_record(vmtiHeapReferenceKind kind, const vmtiHeapReferenc
     misuse_inside_callback(klass);
   }
   g_all_refs++;
-  if ((referrer_tag_ptr == NULL) != (referrer_klass == NULL)) fail("referrer_tag_ptr vs klass", 0, 0);
+  if ((referrer_tag_ptr == NULL) != (referrer_klass == NULL))
+    fail("referrer_tag_ptr vs klass", 0, 0);
   if (referrer_tag_ptr == NULL && kind != VMTI_HEAP_REFERENCE_GLOBAL &&
       kind != VMTI_HEAP_REFERENCE_STACK_LOCAL && kind != VMTI_HEAP_REFERENCE_OTHER) {
     fail("root kind", kind, 0);
@@ -210,17 +211,16 @@ static vmtiInt count_refs(vmtiHeapReferenceKind kind, const vmtiHeapReferenceInf
   (void)kind, (void)info, (void)referrer_klass, (void)size, (void)referrer_tag_ptr, (void)length;
   const int filter = *(const int*)user_data;
   g_count++;
-  if (filter == 1 && klass != g_node_class) g_bad++;  /* klass = Node */
-  if (filter == 2 && *tag_ptr == 0) g_bad++;          /* untagged left out */
-  if (filter == 3 && *tag_ptr != 0) g_bad++;          /* tagged left out */
+  if (filter == 1 && klass != g_node_class) g_bad++; /* klass = Node */
+  if (filter == 2 && *tag_ptr == 0) g_bad++;         /* untagged left out */
+  if (filter == 3 && *tag_ptr != 0) g_bad++;         /* tagged left out */
   return filter == 4 ? VMTI_VISIT_ABORT : VMTI_VISIT_OBJECTS;
 }
 
 static char g_from[256];
 static vmtiInt from_one(vmtiHeapReferenceKind kind, const vmtiHeapReferenceInfo* info,
-                        vmtiClass klass, vmtiClass referrer_klass, vmtiLong size,
-                        vmtiLong* tag_ptr, vmtiLong* referrer_tag_ptr, vmtiInt length,
-                        void* user_data) {
+                        vmtiClass klass, vmtiClass referrer_klass, vmtiLong size, vmtiLong* tag_ptr,
+                        vmtiLong* referrer_tag_ptr, vmtiInt length, void* user_data) {
   (void)size, (void)length, (void)user_data;
   char edge[96], target[64];
   edge_name(kind, info, referrer_klass, referrer_tag_ptr ? *referrer_tag_ptr : 0, edge,
@@ -243,8 +243,8 @@ static vmtiInt iterate(vmtiClass klass, vmtiLong size, vmtiLong* tag_ptr, vmtiIn
   return 0;
 }
 
-static vmtiInt find_thread_class(vmtiClass klass, vmtiLong size, vmtiLong* tag_ptr,
-                                 vmtiInt length, void* user_data) {
+static vmtiInt find_thread_class(vmtiClass klass, vmtiLong size, vmtiLong* tag_ptr, vmtiInt length,
+                                 void* user_data) {
   (void)size, (void)tag_ptr, (void)length, (void)user_data;
   char cls[32];
   class_name(klass, cls, sizeof cls);
@@ -262,9 +262,10 @@ static vmtiInt abort_iteration(vmtiClass klass, vmtiLong size, vmtiLong* tag_ptr
 static void walk(vmtiEnv* env, vmtiObject trigger) {
   vmtiHeapCallbacks cbs;
   memset(&cbs, 0, sizeof cbs);
-  cbs.heap_reference_callback = &JNICALL_record;
+  cbs.heap_reference_callback = &on_reference;
   CHECK_ERR((*env)->FollowReferences(env, 0, NULL, NULL, &cbs, NULL), VMTI_ERROR_NONE);
-  if (g_trigger_tagged != 1) fail("Trigger reached once through the sample root", g_trigger_tagged, 1);
+  if (g_trigger_tagged != 1)
+    fail("Trigger reached once through the sample root", g_trigger_tagged, 1);
   vmtiLong tag = 0;
   CHECK_ERR((*env)->GetTag(env, trigger, &tag), VMTI_ERROR_NONE);
   if (tag != 999) fail("a tag written by the walk", tag, 999);
@@ -286,11 +287,13 @@ static void walk(vmtiEnv* env, vmtiObject trigger) {
   filter = 3, g_count = 0, g_bad = 0;
   CHECK_ERR((*env)->FollowReferences(env, VMTI_HEAP_FILTER_TAGGED, NULL, NULL, &cbs, &filter),
             VMTI_ERROR_NONE);
-  if (g_count != g_untagged_refs - 1 || g_bad != 0) fail("tagged filter", g_count, g_untagged_refs - 1);
+  if (g_count != g_untagged_refs - 1 || g_bad != 0)
+    fail("tagged filter", g_count, g_untagged_refs - 1);
   filter = 4, g_count = 0;
   CHECK_ERR((*env)->FollowReferences(env, 0, NULL, NULL, &cbs, &filter), VMTI_ERROR_NONE);
   if (g_count != 1) fail("abort", g_count, 1);
-  snprintf(buf, sizeof buf, "refs to Nodes %lld, to tagged objects %lld", g_node_refs, g_tagged_refs);
+  snprintf(buf, sizeof buf, "refs to Nodes %lld, to tagged objects %lld", g_node_refs,
+           g_tagged_refs);
   note(buf);
 
   /* GetObjectsWithTags: the garbage Node#7 may or may not be collected yet
@@ -328,7 +331,8 @@ static void walk(vmtiEnv* env, vmtiObject trigger) {
   cbs.heap_iteration_callback = &iterate;
   g_bad = 0;
   CHECK_ERR((*env)->IterateThroughHeap(env, 0, g_node_class, &cbs, NULL), VMTI_ERROR_NONE);
-  snprintf(buf, sizeof buf, "iterate Node: %lld objects, %lld bytes", g_iter_nodes, g_iter_node_bytes);
+  snprintf(buf, sizeof buf, "iterate Node: %lld objects, %lld bytes", g_iter_nodes,
+           g_iter_node_bytes);
   note(buf);
   if (g_bad != 0) fail("iteration filter", g_bad, 0);
   cbs.heap_iteration_callback = &find_thread_class;
@@ -389,8 +393,8 @@ static void walk(vmtiEnv* env, vmtiObject trigger) {
 
 /* ---- Events ---------------------------------------------------------- */
 
-static void JNICALL_sample(vmtiEnv* env, vmtiThread thread, vmtiObject object, vmtiClass klass,
-                           vmtiLong size) {
+static void on_sample(vmtiEnv* env, vmtiThread thread, vmtiObject object, vmtiClass klass,
+                      vmtiLong size) {
   (void)thread, (void)size;
   char cls[32];
   class_name(klass, cls, sizeof cls);
@@ -412,7 +416,7 @@ static void JNICALL_sample(vmtiEnv* env, vmtiThread thread, vmtiObject object, v
 
 static int compare_lines(const void* a, const void* b) { return strcmp(a, b); }
 
-static void JNICALL_death(vmtiEnv* env) {
+static void on_death(vmtiEnv* env) {
   (void)env;
   qsort(g_lines, (size_t)g_line_count, LINE_LEN, compare_lines);
   for (int i = 0; i < g_line_count;) {
@@ -451,8 +455,8 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   if ((*g_env)->SetHeapSamplingInterval(g_env, 0) != VMTI_ERROR_NONE) return 1;
   vmtiEventCallbacks cb;
   memset(&cb, 0, sizeof cb);
-  cb.SampledObjectAlloc = &JNICALL_sample;
-  cb.VMDeath = &JNICALL_death;
+  cb.SampledObjectAlloc = &on_sample;
+  cb.VMDeath = &on_death;
   if ((*g_env)->SetEventCallbacks(g_env, &cb, (vmtiInt)sizeof cb) != VMTI_ERROR_NONE) return 1;
   if ((*g_env)->SetEventNotificationMode(g_env, VMTI_ENABLE, VMTI_EVENT_SAMPLED_OBJECT_ALLOC,
                                          NULL) != VMTI_ERROR_NONE ||
