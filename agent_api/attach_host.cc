@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "agent_api/agent_loader.h"
+#include "gc/sampler.h"
 
 namespace minivm::agent {
 namespace {
@@ -133,7 +134,8 @@ std::string AttachHost::DescribeAgents() {
 
 std::string AttachHost::DescribeSampling() {
   if (tools_ == nullptr) {
-    return "sampling: off (no agent loaded; the interval would be the default)\n";
+    return absl::StrCat("sampling: off (no agent loaded); interval ", gc::kDefaultSamplingInterval,
+                        " bytes, the default\n");
   }
   return tools_->DescribeSampling();
 }

@@ -23,10 +23,10 @@ namespace {
 constexpr unsigned kLive = VMTI_PHASE_LIVE;
 constexpr vmtiInt kKnownFilters = VMTI_HEAP_FILTER_TAGGED | VMTI_HEAP_FILTER_UNTAGGED;
 
-#define VMTI_ENTER_LIVE(env)                                                       \
-  Environment* e = nullptr;                                                        \
+#define VMTI_ENTER_LIVE(env)                                                            \
+  Environment* e = nullptr;                                                             \
   if (vmtiError err_ = EnterFunction(env, kLive, false, &e); err_ != VMTI_ERROR_NONE) { \
-    return err_;                                                                   \
+    return err_;                                                                        \
   }
 
 vmtiError NeedTagging(Environment* e) {
@@ -163,8 +163,8 @@ class ReferenceWalk final : public TaggedWalk {
   }
 
  private:
-  Action Report(vmtiHeapReferenceKind kind, const vmtiHeapReferenceInfo& info,
-                gc::Object* referrer, gc::Object* obj) {
+  Action Report(vmtiHeapReferenceKind kind, const vmtiHeapReferenceInfo& info, gc::Object* referrer,
+                gc::Object* obj) {
     const int64_t tag = TagOf(obj);
     if (Filtered(obj, tag)) return Action::kFollow;  // design point 4
     vmtiLong new_tag = tag;
@@ -176,10 +176,10 @@ class ReferenceWalk final : public TaggedWalk {
     vmtiInt r;
     {
       HeapCallbackScope scope;
-      r = callbacks_.heap_reference_callback(
-          kind, &info, ClassOf(obj), referrer != nullptr ? ClassOf(referrer) : nullptr,
-          static_cast<vmtiLong>(obj->Size()), &new_tag, referrer_tag_ptr, LengthOf(obj),
-          user_data_);
+      r = callbacks_.heap_reference_callback(kind, &info, ClassOf(obj),
+                                             referrer != nullptr ? ClassOf(referrer) : nullptr,
+                                             static_cast<vmtiLong>(obj->Size()), &new_tag,
+                                             referrer_tag_ptr, LengthOf(obj), user_data_);
     }
     SetTag(obj, tag, new_tag);
     if (referrer != nullptr && referrer != obj) SetTag(referrer, referrer_tag, new_referrer_tag);
@@ -224,7 +224,6 @@ vmtiError CheckWalk(Environment* e, vmtiInt heap_filter, vmtiClass klass,
   }
   return VMTI_ERROR_NONE;
 }
-
 
 // The slot a vmtiObject handle names, or null.
 const gc::Value* HandleSlot(vmtiObject handle) {
@@ -330,7 +329,8 @@ vmtiError GetObjectsWithTags(vmtiEnv* env, vmtiInt tag_count, const vmtiLong* ta
     return VMTI_ERROR_OUT_OF_MEMORY;
   }
   for (size_t i = 0; i < n; ++i) {
-    if (objects != nullptr) objects[i] = reinterpret_cast<vmtiObject>(static_cast<uintptr_t>(first + i));
+    if (objects != nullptr)
+      objects[i] = reinterpret_cast<vmtiObject>(static_cast<uintptr_t>(first + i));
     if (out_tags != nullptr) out_tags[i] = found_tags[i];
   }
   if (object_result_ptr == nullptr || n == 0) {
@@ -346,6 +346,7 @@ vmtiError GetObjectsWithTags(vmtiEnv* env, vmtiInt tag_count, const vmtiLong* ta
 
 vmtiError GetFieldName(vmtiEnv* env, vmtiClass klass, vmtiInt index, char** name_ptr) {
   VMTI_ENTER_LIVE(env);
+  if (vmtiError err = NeedTagging(e); err != VMTI_ERROR_NONE) return err;
   const Klass* k = e->tool->vm()->FindClass(klass);
   if (k == nullptr) return VMTI_ERROR_INVALID_CLASS;
   if (name_ptr == nullptr) return VMTI_ERROR_NULL_POINTER;
@@ -360,6 +361,7 @@ vmtiError GetFieldName(vmtiEnv* env, vmtiClass klass, vmtiInt index, char** name
 
 vmtiError GetGlobalName(vmtiEnv* env, vmtiInt index, char** name_ptr) {
   VMTI_ENTER_LIVE(env);
+  if (vmtiError err = NeedTagging(e); err != VMTI_ERROR_NONE) return err;
   if (name_ptr == nullptr) return VMTI_ERROR_NULL_POINTER;
   const std::vector<std::string>& names = e->tool->vm()->program().global_names;
   if (index < 0 || static_cast<size_t>(index) >= names.size()) return VMTI_ERROR_ILLEGAL_ARGUMENT;
@@ -368,6 +370,7 @@ vmtiError GetGlobalName(vmtiEnv* env, vmtiInt index, char** name_ptr) {
 
 vmtiError GetLocalName(vmtiEnv* env, vmtiMethodID method, vmtiInt slot, char** name_ptr) {
   VMTI_ENTER_LIVE(env);
+  if (vmtiError err = NeedTagging(e); err != VMTI_ERROR_NONE) return err;
   const Function* fn = ResolveMethodId(e, method);
   if (fn == nullptr) return VMTI_ERROR_INVALID_METHODID;
   if (name_ptr == nullptr) return VMTI_ERROR_NULL_POINTER;

@@ -188,9 +188,9 @@ std::string ToolInterface::DescribeAgents() {
     // A stopped agent (heapprof's `stop`) has disposed of its environment:
     // the library stays mapped, but nothing of it is live.
     for (size_t i = a.first_env; i < a.end_env; ++i) {
-      absl::StrAppend(&out, " ", i,
-                      EnvironmentAt(i)->disposed.load(std::memory_order_acquire) ? " (disposed)"
-                                                                                  : "");
+      absl::StrAppend(
+          &out, " ", i,
+          EnvironmentAt(i)->disposed.load(std::memory_order_acquire) ? " (disposed)" : "");
     }
     out += '\n';
   }
@@ -199,7 +199,9 @@ std::string ToolInterface::DescribeAgents() {
 
 std::string ToolInterface::DescribeSampling() {
   std::string out;
-  if (phase() != VMTI_PHASE_LIVE) return "sampling: off (no agent is live)\n";
+  if (phase() != VMTI_PHASE_LIVE) {
+    return absl::StrCat("sampling: off (no agent is live); interval ", interval(), " bytes\n");
+  }
   // Which agent made each environment, where known.
   std::vector<std::string> owner(EnvironmentCount());
   {
@@ -257,8 +259,8 @@ vmtiError ToolInterface::NewEnvironment(void** penv, vmtiInt version) {
   if (phase() == VMTI_PHASE_DEAD) return VMTI_ERROR_WRONG_PHASE;
   gc::MutexLock lock(&envs_mu_);
   if (!CanRegisterEnvironment()) return VMTI_ERROR_OUT_OF_MEMORY;
-  envs_.push_back(std::make_unique<Environment>(&FunctionTable(), this,
-                                                static_cast<int>(envs_.size())));
+  envs_.push_back(
+      std::make_unique<Environment>(&FunctionTable(), this, static_cast<int>(envs_.size())));
   RegisterEnvironment(envs_.back().get());
   env_count_.store(envs_.size(), std::memory_order_release);
   *penv = envs_.back()->AsVmti();
@@ -291,7 +293,7 @@ bool ToolInterface::SamplingEnabledFor(gc::Mutator* m) {
 
 void ToolInterface::ReconfigureSampling() {
   if (phase() != VMTI_PHASE_LIVE || vm_ == nullptr) return;  // applied at VMInit
-  if (dying_.load(std::memory_order_acquire)) return;         // design point 6
+  if (dying_.load(std::memory_order_acquire)) return;        // design point 6
   // No lock here: a mutator waiting on a mutex could neither poll nor count
   // as blocked, and would stall the safepoint. Concurrent calls serialise in
   // the safepoint protocol, and each evaluates the settings current then.

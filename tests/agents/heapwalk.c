@@ -364,6 +364,15 @@ static void walk(vmtiEnv* env, vmtiObject trigger) {
             VMTI_ERROR_MUST_POSSESS_CAPABILITY);
   CHECK_ERR((*g_plain_env)->GetObjectsWithTags(g_plain_env, 1, wanted, &n, NULL, NULL),
             VMTI_ERROR_MUST_POSSESS_CAPABILITY);
+  /* The naming functions belong to heap walking's capability too (the
+     contract's section heading). */
+  char* name = NULL;
+  CHECK_ERR((*g_plain_env)->GetGlobalName(g_plain_env, 0, &name),
+            VMTI_ERROR_MUST_POSSESS_CAPABILITY);
+  CHECK_ERR((*g_plain_env)->GetFieldName(g_plain_env, g_node_class, 0, &name),
+            VMTI_ERROR_MUST_POSSESS_CAPABILITY);
+  CHECK_ERR((*g_plain_env)->GetLocalName(g_plain_env, NULL, 0, &name),
+            VMTI_ERROR_MUST_POSSESS_CAPABILITY);
   CHECK_ERR((*env)->GetObjectsWithTags(env, -1, wanted, &n, NULL, NULL),
             VMTI_ERROR_ILLEGAL_ARGUMENT);
   vmtiLong zero = 0;

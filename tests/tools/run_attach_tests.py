@@ -35,6 +35,7 @@ from run_tool_tests import C, Skip, Z, check, read_profile, by_leaf  # noqa: E40
 HERE = os.path.dirname(os.path.abspath(__file__))
 PHASES = os.path.join(HERE, "attach_phases.mv")
 FOREVER = os.path.join(HERE, "forever.mv")
+DEEP = os.path.join(HERE, "attach_deep.mv")
 TESTS, test = rt.test_registry()
 
 
@@ -197,6 +198,44 @@ def attach_threads_shows_known_stacks():
 
 
 @test
+def attach_threads_deep_stacks():
+    """`threads` shows a recursion 300 calls deep frame by frame, cuts one
+    5,000 calls deep to its innermost 1,024 and outermost 64 frames with
+    one `... N frames omitted` line, and lists an agent thread after them
+    (docs/attach.md)."""
+    with open(DEEP) as f:
+        lines = f.read().split("\n")
+    at = {text: lines.index(next(l for l in lines if text in l)) + 1
+          for text in ("while (stop == 0)", "return bottom();", "return down(n - 1) + 1;",
+                       "join(t1);")}
+
+    def frame(text, fn):
+        return f"  at {fn} ({DEEP}:{at[text]})\n"
+
+    def thread(index, depth, cut):
+        inner = ([frame("while (stop == 0)", "bottom"), frame("return bottom();", "down")] +
+                 [frame("return down(n - 1) + 1;", "down")] * depth)
+        if cut:
+            inner = inner[:1024] + [f"  ... {len(inner) - 1088} frames omitted\n"] + inner[-64:]
+        return f'"thread-{index}" #{index}\n' + "".join(inner)
+
+    want = (f'"main" #0\n{frame("join(t1);", "main")}\n' + thread(1, 300, False) + "\n" +
+            thread(2, 5000, True))
+    opts = ["--stack-depth=10000"]
+    # An agent thread (RunAgentThread) is listed after the language threads.
+    sampler = os.path.join(C.test_agents or "", "libheapsampler.so")
+    if C.test_agents and os.path.exists(sampler):
+        opts.append(f"-agentpath:{sampler}")
+        want += '\n"heapsampler-sweeper" agent thread\n'
+    v = Vm([DEEP, "300", "5000"], "deep", opts=opts)
+    try:
+        v.wait_threads(want)
+        v.terminate()
+    finally:
+        v.kill()
+
+
+@test
 def attach_heap_gc_agents():
     """heap (per space, collections, sampling), gc (one more full
     collection), agents, before and after loading heapprof."""
@@ -206,7 +245,7 @@ def attach_heap_gc_agents():
         heap = ok(v.pid, "heap")
         for pat in (r"^heap: \d+ bytes reserved$", r"^  eden: \d+ of \d+ bytes used$",
                     r"^  survivor: \d+ of \d+ bytes used$", r"^  old: \d+ of \d+ bytes used$",
-                    r"^collections: \d+ minor, \d+ full", r"^sampling: off"):
+                    r"^collections: \d+ minor, \d+ full", r"^sampling: off \(no agent loaded\); interval 524288 bytes, the default$"):
             check(re.search(pat, heap, re.M), f"heap: no /{pat}/ in\n{heap}")
         full = int(re.search(r"(\d+) full", heap).group(1))
         out = ok(v.pid, "gc")

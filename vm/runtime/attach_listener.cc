@@ -26,6 +26,7 @@
 #include "absl/strings/str_format.h"
 #include "gc/heap.h"
 #include "gc/heap_walker.h"
+#include "gc/sampler.h"
 #include "vm/bytecode/program.h"
 #include "vm/runtime/attach_protocol.h"
 #include "vm/runtime/thread.h"
@@ -70,6 +71,13 @@ bool PrivateDirectoryReady(const std::string& dir) {
 
 // ---- Commands --------------------------------------------------------------
 
+// A thread dump shows far more of a deep stack than an error trace does
+// (jstack shows whole stacks; HotSpot's MaxJavaStackTraceDepth is 1024):
+// a recursion hundreds of calls deep is dumped frame by frame, while a
+// thread at --stack-depth=1000000 still fits the reply (kMaxReplyBytes).
+inline constexpr size_t kDumpInnermostFrames = 1024;
+inline constexpr size_t kDumpOutermostFrames = 64;
+
 std::string ThreadDump(VM* vm) {
   struct Dump {
     int index;
@@ -81,10 +89,10 @@ std::string ThreadDump(VM* vm) {
   // precise, as GetAllStackTraces takes them. Only malloc'd memory here.
   vm->heap()->RunAtSafepoint(nullptr, [&](gc::Mutator* m) {
     const VMThread* t = VMThread::FromMutator(m);
-    const ReportedTrace trace = t->StackTrace(program);
+    const ReportedTrace trace = t->StackTrace(program, kDumpInnermostFrames, kDumpOutermostFrames);
     std::string text = absl::StrCat("\"", t->name, "\" #", t->index, "\n");
     for (size_t i = 0; i < trace.frames.size(); ++i) {
-      if (trace.omitted != 0 && i == kTraceInnermostFrames) {
+      if (trace.omitted != 0 && i == kDumpInnermostFrames) {
         absl::StrAppend(&text, "  ... ", trace.omitted, trace.omitted == 1 ? " frame" : " frames",
                         " omitted\n");
       }
@@ -96,6 +104,13 @@ std::string ThreadDump(VM* vm) {
   if (dumps.empty()) return "";
   std::sort(dumps.begin(), dumps.end(),
             [](const Dump& a, const Dump& b) { return a.index < b.index; });
+  // Agent threads (RunAgentThread) run the agent's native code: no frames
+  // in the language, but threads of the VM all the same (jstack lists its
+  // native threads too). They are never stopped by a safepoint, so they are
+  // read from the VM's thread list, after the language threads.
+  for (const VMThread* t : vm->LiveThreads()) {
+    if (t->agent_thread) dumps.push_back({0, absl::StrCat("\"", t->name, "\" agent thread\n")});
+  }
   std::string out;
   for (size_t i = 0; i < dumps.size(); ++i) {
     if (i != 0) out += '\n';
@@ -122,7 +137,8 @@ std::string HeapSummary(VM* vm, AttachAgentHost* host) {
   if (host != nullptr) {
     out += host->DescribeSampling();
   } else {
-    out += "sampling: off (no agent can be loaded into this VM)\n";
+    absl::StrAppend(&out, "sampling: off (no agent can be loaded into this VM); interval ",
+                    gc::kDefaultSamplingInterval, " bytes, the default\n");
   }
   return out;
 }

@@ -128,7 +128,8 @@ gc::Object* VMThread::AllocateArray(const Klass* klass, uint64_t length) {
   return Allocate(klass, static_cast<size_t>(size), length);
 }
 
-ReportedTrace VMThread::StackTrace(const Program& program) const {
+ReportedTrace VMThread::StackTrace(const Program& program, size_t inner_frames,
+                                   size_t outer_frames) const {
   ReportedTrace trace;
   if (frames_begin == nullptr) return trace;  // finished
   auto entry = [&program](const Frame* f) {
@@ -142,12 +143,12 @@ ReportedTrace VMThread::StackTrace(const Program& program) const {
   // Only the frames shown are looked at: a million-frame overflow costs
   // what a 60-frame one does.
   const size_t depth = static_cast<size_t>(fp - frames_begin + 1);
-  const bool elide = depth > kTraceInnermostFrames + kTraceOutermostFrames;
-  const size_t inner = elide ? kTraceInnermostFrames : depth;
+  const bool elide = depth > inner_frames + outer_frames;
+  const size_t inner = elide ? inner_frames : depth;
   for (size_t i = 0; i < inner; ++i) trace.frames.push_back(entry(fp - i));
   if (elide) {
-    trace.omitted = depth - kTraceInnermostFrames - kTraceOutermostFrames;
-    for (size_t i = kTraceOutermostFrames; i > 0; --i) {
+    trace.omitted = depth - inner_frames - outer_frames;
+    for (size_t i = outer_frames; i > 0; --i) {
       trace.frames.push_back(entry(frames_begin + i - 1));
     }
   }

@@ -144,8 +144,8 @@ struct VMThread {
     return sp++;
   }
   void PopRoots(size_t n) {
-    MINIVM_VM_DCHECK(n <= static_cast<size_t>(sp - stack_begin), "popped %d roots, more than pushed",
-                     n);
+    MINIVM_VM_DCHECK(n <= static_cast<size_t>(sp - stack_begin),
+                     "popped %d roots, more than pushed", n);
     sp -= n;
   }
 
@@ -153,11 +153,13 @@ struct VMThread {
   // and join many threads; only their results must survive).
   void ReleaseStacks();
 
-  // The trace of this thread's frames as an error reports it, innermost
-  // first, bounded (errors.h: deep stacks keep their innermost and
-  // outermost frames). Safe to call on the thread itself, or on a thread
-  // stopped at a safepoint.
-  ReportedTrace StackTrace(const Program& program) const;
+  // The trace of this thread's frames, innermost first, bounded: a stack
+  // deeper than inner + outer frames keeps its `inner` innermost and `outer`
+  // outermost ones (errors.h; the defaults are what an error reports).
+  // Safe to call on the thread itself, or on a thread stopped at a
+  // safepoint.
+  ReportedTrace StackTrace(const Program& program, size_t inner = kTraceInnermostFrames,
+                           size_t outer = kTraceOutermostFrames) const;
   // The value stack's slot capacity.
   size_t stack_slots() const { return static_cast<size_t>(stack_end - stack_begin); }
 

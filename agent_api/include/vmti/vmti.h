@@ -294,7 +294,7 @@ typedef struct vmtiInterface_1_ {
   /* 33 */ vmtiError (*GetSampleInfo)(vmtiEnv* env, vmtiSampleInfo* info_ptr);
   /* 34 */ vmtiError (*ForceGarbageCollection)(vmtiEnv* env);
   /* 35 */ vmtiError (*GetTime)(vmtiEnv* env, vmtiLong* nanos_ptr);
-  /* ---- Second edition (docs/agent-api.md, "Additions") ---- */
+  /* ---- Second edition (the contract's "Additions"; docs/agent-api.md) ---- */
   /* 36 */ vmtiError (*SetHeapSamplingRate)(vmtiEnv* env, vmtiInt bytes);
   /* 37 */ vmtiError (*GetThreadParent)(vmtiEnv* env, vmtiThread thread, vmtiThread* parent_ptr);
   /* 38 */ vmtiError (*GetFrameCount)(vmtiEnv* env, vmtiThread thread, vmtiInt* count_ptr);
@@ -495,6 +495,11 @@ extern "C" {
 /* Called in VMTI_PHASE_ONLOAD, before the program starts. 0 = success;
  * anything else stops the VM (exit code 1) with a message naming the agent. */
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved);
+
+/* Optional: called in VMTI_PHASE_LIVE when the agent is loaded into a
+ * running VM (`minivm-attach PID load`). 0 = success; anything else is
+ * reported to minivm-attach, and the VM runs on. */
+VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void* reserved);
 
 /* Optional: called after VM death, before the library is unloaded. */
 VMTI_EXPORT void Agent_OnUnload(vmtiVM* vm);
