@@ -104,17 +104,17 @@ std::string ThreadDump(VM* vm) {
   if (dumps.empty()) return "";
   std::sort(dumps.begin(), dumps.end(),
             [](const Dump& a, const Dump& b) { return a.index < b.index; });
+  std::string out;
+  for (size_t i = 0; i < dumps.size(); ++i) {
+    if (i != 0) out += '\n';
+    out += dumps[i].text;
+  }
   // Agent threads (RunAgentThread) run the agent's native code: no frames
   // in the language, but threads of the VM all the same (jstack lists its
   // native threads too). They are never stopped by a safepoint, so they are
   // read from the VM's thread list, after the language threads.
   for (const VMThread* t : vm->LiveThreads()) {
-    if (t->agent_thread) dumps.push_back({0, absl::StrCat("\"", t->name, "\" agent thread\n")});
-  }
-  std::string out;
-  for (size_t i = 0; i < dumps.size(); ++i) {
-    if (i != 0) out += '\n';
-    out += dumps[i].text;
+    if (t->agent_thread) absl::StrAppend(&out, "\n\"", t->name, "\" agent thread\n");
   }
   return out;
 }
