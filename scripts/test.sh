@@ -3,8 +3,9 @@
 #   1. Release build, warnings as errors: unit tests, language tests, agent tests,
 #      each with the interpreter and in the JIT modes (docs/jit.md, "Testing"),
 #      the tool and collector tests.
-#   2. ASan+UBSan build: the same suite.
-#   3. TSan build: the same suite (threaded tests included).
+#   2. ASan+UBSan build: the same suite, less the eager-only JIT runs.
+#   3. TSan build: the suite with the interpreter in full; its JIT runs take
+#      only the programs that start threads (docs/jit.md, "Testing").
 #   4. The compiler fuzzer (libFuzzer, clang) for a bounded time, then the
 #      collector's record-parser fuzzer; the two share the time budget.
 # Exits non-zero if anything fails. The last line totals every ctest run.
