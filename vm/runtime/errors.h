@@ -59,8 +59,9 @@ inline constexpr size_t kTraceInnermostFrames = 50;
 inline constexpr size_t kTraceOutermostFrames = 10;
 
 struct ReportedTrace {
-  // Innermost first. With omitted > 0: the innermost kTraceInnermostFrames,
-  // then the outermost kTraceOutermostFrames.
+  // Innermost first. With omitted > 0: the innermost frames kept, then the
+  // outermost (kTraceInnermostFrames and kTraceOutermostFrames for an error;
+  // VMThread::StackTrace takes other bounds, e.g. a thread dump's).
   std::vector<StackTraceEntry> frames;
   size_t omitted = 0;  // frames of the stack between those two runs
 };
