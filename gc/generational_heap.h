@@ -34,6 +34,18 @@
 
 namespace minivm::gc {
 
+// The old generation's occupancy target after a full collection that left
+// `live_bytes` in it (collection.cc, design 7).
+size_t OldTargetAfterFull(size_t live_bytes, size_t capacity);
+
+// Eden's starting capacity when `--young` is not given, and the capacity
+// after a minor collection that found `eden_used` bytes in eden (of
+// `eden_capacity`), collected `collected` bytes in all and kept `survived`
+// of them (collection.cc, design 8).
+size_t InitialEdenCapacity(size_t eden_reserved);
+size_t EdenCapacityAfterMinor(size_t eden_capacity, size_t eden_used, size_t collected,
+                              size_t survived, size_t eden_reserved);
+
 class GenerationalHeap final : public Heap {
  public:
   enum class GcKind { kNone, kMinor, kFull };
@@ -115,7 +127,10 @@ class GenerationalHeap final : public Heap {
   // its TLAB: the one re-arming sequence, at attach and at every
   // reconfiguration. On m's thread, or with m stopped at a safepoint.
   void RearmSampler(Mutator* m);
-  uintptr_t TryAllocate(Mutator* m, size_t size);
+  // `within_target`: a large object that would take the old generation past
+  // old_target_ is refused (0), so that the caller collects first
+  // (collection.cc, design 7). False right after a full collection.
+  uintptr_t TryAllocate(Mutator* m, size_t size, bool within_target);
   // Posts a sampled allocation to the observer; returns the object's
   // (possibly new) address. Out of line: samples are rare.
   Object* ReportSample(Mutator* m, Object* obj, const SampleDecision& decision);
@@ -125,7 +140,7 @@ class GenerationalHeap final : public Heap {
   void RetireTlab(Mutator* m);
   bool PromotionGuaranteed() const;
   void MinorCollection(std::vector<WeakEvent>* events);
-  void FullCollection(std::vector<WeakEvent>* events);
+  void FullCollection(std::vector<WeakEvent>* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(old_mu_);
   void VisitAllRoots(RootVisitor& visitor);
   void UpdateTenuringThreshold(const std::array<uint64_t, gc_word::kMaxAge + 1>& age_bytes);
   void Verify(const char* when);
@@ -150,6 +165,10 @@ class GenerationalHeap final : public Heap {
 
   // GC state: touched only by the safepoint owner.
   uint32_t tenuring_threshold_;
+  // The old generation's occupancy target (collection.cc, design 7): set by
+  // each full collection, read by the collection plan and by large-object
+  // allocation, both under old_mu_.
+  size_t old_target_ ABSL_GUARDED_BY(old_mu_);
 
   std::atomic<uint64_t> bytes_allocated_{0};
   std::atomic<uint64_t> large_objects_{0};

@@ -108,8 +108,16 @@ GenerationalHeap::GenerationalHeap(const HeapOptions& options, VmInterface* vm, 
   // Survivors: a tenth of the young generation each (HotSpot's SurvivorRatio
   // of 8), at least one page.
   const size_t survivor = std::max(kPageSize, RoundDownToPage(young_bytes / 10));
-  young_.emplace(base, young_bytes - 2 * survivor, survivor);
+  const size_t eden = young_bytes - 2 * survivor;
+  // `--young` fixes eden's size; by default it starts small and grows
+  // (collection.cc, design 8).
+  young_.emplace(base, eden, survivor,
+                 options.young_bytes != 0 ? eden : InitialEdenCapacity(eden));
   old_.emplace(base + young_bytes, size - young_bytes);
+  {
+    MutexLock lock(&old_mu_);
+    old_target_ = OldTargetAfterFull(0, old_->capacity());
+  }
   MutexLock lock(&stats_mu_);
   stats_.heap_capacity_bytes = size;
   stats_.tenuring_threshold = tenuring_threshold_;
@@ -155,11 +163,12 @@ void GenerationalHeap::RetireTlab(Mutator* m) {
   m->tlab = Tlab{};
 }
 
-uintptr_t GenerationalHeap::TryAllocate(Mutator* m, size_t size) {
+uintptr_t GenerationalHeap::TryAllocate(Mutator* m, size_t size, bool within_target) {
   if (size > kLargeObjectThreshold) {
     Object* o;
     {
       MutexLock lock(&old_mu_);
+      if (within_target && old_->used_bytes() + size > old_target_) return 0;
       o = old_->AllocateLarge(size);
     }
     if (o == nullptr) return 0;
@@ -220,7 +229,7 @@ Object* AllocateSlowPath(Mutator* m, const ClassLayout* cls, size_t size, uint64
   uintptr_t mem = 0;
   bool tried_minor = size > kLargeObjectThreshold;  // a minor GC cannot free old pages
   for (;;) {
-    mem = heap.TryAllocate(m, size);
+    mem = heap.TryAllocate(m, size, /*within_target=*/true);
     if (mem != 0) break;
     const GcKind ran = heap.Collect(m, GcCause::kAllocationFailure,
                                     tried_minor ? GcKind::kFull : GcKind::kMinor, size, &mem);

@@ -1,5 +1,6 @@
 #include "gc/old_space.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -40,6 +41,7 @@ size_t OldSpace::FindFreeRun(size_t n) const {
 
 void OldSpace::TakePages(size_t first, size_t n) {
   free_pages_ -= n;
+  used_page_limit_ = std::max(used_page_limit_, first + n);
   if (first == lowest_free_) {
     lowest_free_ = first + n;
     while (lowest_free_ < pages_.size() && pages_[lowest_free_].kind != PageKind::kFree) {

@@ -46,6 +46,10 @@ class OldSpace {
   uintptr_t base() const { return base_; }
   uintptr_t limit() const { return base_ + pages_.size() * kPageSize; }
   bool Contains(uintptr_t p) const { return p - base_ < pages_.size() * kPageSize; }
+  // The end of the highest page ever used: no object has been above it, so
+  // its cards were never dirtied, and a card scan may stop there. With the
+  // occupancy target (collection.cc, design 7) that is far below limit().
+  uintptr_t used_limit() const { return base_ + used_page_limit_ * kPageSize; }
 
   // A cell for a promoted object of `size` bytes (<= kLargeObjectThreshold).
   // Contents are garbage: the caller copies the whole object over it.
@@ -98,6 +102,7 @@ class OldSpace {
   std::vector<Page> pages_;
   size_t free_pages_ = 0;
   size_t lowest_free_ = 0;  // no free page below this index
+  size_t used_page_limit_ = 0;  // no page at or above this index was ever taken
   size_t used_bytes_ = 0;
   std::array<uintptr_t, kNumSizeClasses> free_lists_{};  // 0 = empty
   std::array<uint64_t, kNumSizeClasses> free_counts_{};

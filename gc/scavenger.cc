@@ -47,7 +47,7 @@ Object* Scavenger::Copy(Object* obj) {
 }
 
 void Scavenger::ScanDirtyCards() {
-  cards_.ForEachDirtyCard(old_.base(), old_.limit(), [&](uintptr_t card) {
+  cards_.ForEachDirtyCard(old_.base(), old_.used_limit(), [&](uintptr_t card) {
     bool young_ref = false;
     old_.ForEachObjectStartingIn(card, card + kCardSize,
                                  [&](Object* o) { young_ref |= ScanObject(o); });

@@ -1,11 +1,21 @@
 #include "gc/young_gen.h"
 
+#include <algorithm>
+
 namespace minivm::gc {
 
-YoungGen::YoungGen(uintptr_t base, size_t eden, size_t survivor)
-    : base_(base), eden_limit_(base + eden), limit_(base + eden + 2 * survivor), eden_top_(base) {
+YoungGen::YoungGen(uintptr_t base, size_t eden, size_t survivor, size_t initial_eden)
+    : base_(base),
+      eden_limit_(base + eden),
+      limit_(base + eden + 2 * survivor),
+      eden_end_(base + std::min(eden, initial_eden)),
+      eden_top_(base) {
   survivors_[0] = SemiSpace{eden_limit_, eden_limit_ + survivor, eden_limit_};
   survivors_[1] = SemiSpace{eden_limit_ + survivor, limit_, eden_limit_ + survivor};
+}
+
+void YoungGen::SetEdenCapacity(size_t bytes) {
+  eden_end_ = base_ + std::min(bytes, eden_reserved());
 }
 
 void YoungGen::FinishScavenge() {

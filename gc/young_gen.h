@@ -13,6 +13,11 @@
 //    is zero, so a walker skips zero words. Only the verifier walks it.
 // 3. Survivors are filled by the scavenger only; a semispace is parsable
 //    below its top (objects back to back).
+// 4. Eden's reservation is fixed; the part allocation may use before a
+//    collection (eden_capacity) starts smaller and only grows, set inside a
+//    pause by the collection plan (collection.cc, design 8). Survivors are
+//    sized for the whole reservation. InEden covers the reservation, so
+//    resizing never changes which objects a collection evacuates.
 #ifndef MINIVM_GC_YOUNG_GEN_H_
 #define MINIVM_GC_YOUNG_GEN_H_
 
@@ -33,14 +38,16 @@ struct SemiSpace {
 
 class YoungGen {
  public:
-  // [base, base + eden) is eden, then two survivors of `survivor` bytes.
-  YoungGen(uintptr_t base, size_t eden, size_t survivor);
+  // [base, base + eden) is eden's reservation, then two survivors of
+  // `survivor` bytes. Allocation uses the first `initial_eden` bytes of eden
+  // (at most `eden`) until SetEdenCapacity grows it.
+  YoungGen(uintptr_t base, size_t eden, size_t survivor, size_t initial_eden);
 
   // Bump-allocates `bytes` of eden (not zeroed); 0 when eden is full.
   uintptr_t AllocateEden(size_t bytes) {
     uintptr_t top = eden_top_.load(std::memory_order_relaxed);
     do {
-      if (eden_limit_ - top < bytes) return 0;
+      if (eden_end_ - top < bytes) return 0;
     } while (!eden_top_.compare_exchange_weak(top, top + bytes, std::memory_order_relaxed));
     return top;
   }
@@ -56,7 +63,12 @@ class YoungGen {
   uintptr_t eden_limit() const { return eden_limit_; }
   uintptr_t eden_top() const { return eden_top_.load(std::memory_order_relaxed); }
   size_t eden_used() const { return eden_top() - base_; }
-  size_t eden_capacity() const { return eden_limit_ - base_; }
+  // What eden may hold before a collection; at most eden_reserved().
+  size_t eden_capacity() const { return eden_end_ - base_; }
+  size_t eden_reserved() const { return eden_limit_ - base_; }
+  // Inside a pause only: mutators read the limit without synchronisation,
+  // and the safepoint orders this write before their next allocation.
+  void SetEdenCapacity(size_t bytes);
 
   SemiSpace& from() { return survivors_[from_]; }
   SemiSpace& to() { return survivors_[1 - from_]; }
@@ -64,7 +76,8 @@ class YoungGen {
   const SemiSpace& to() const { return survivors_[1 - from_]; }
 
   size_t used() const { return eden_used() + from().used(); }
-  size_t capacity() const { return eden_capacity() + 2 * survivors_[0].capacity(); }
+  // The young generation's reservation.
+  size_t capacity() const { return eden_reserved() + 2 * survivors_[0].capacity(); }
 
   // After a minor collection: eden and from are empty, survivors sit in to,
   // which becomes from.
@@ -74,8 +87,9 @@ class YoungGen {
 
  private:
   const uintptr_t base_;
-  const uintptr_t eden_limit_;
+  const uintptr_t eden_limit_;  // end of eden's reservation
   const uintptr_t limit_;
+  uintptr_t eden_end_;  // end of what allocation may use (design 4)
   std::atomic<uintptr_t> eden_top_;
   SemiSpace survivors_[2];
   int from_ = 0;
