@@ -78,6 +78,8 @@ const char* CauseName(GcCause cause) {
       return "explicit";
     case GcCause::kStress:
       return "gc stress";
+    case GcCause::kOldTarget:
+      return "old generation target";
   }
   return "unknown";
 }
@@ -136,9 +138,11 @@ GenerationalHeap::GcKind GenerationalHeap::Collect(Mutator* requester, GcCause c
   uint64_t promoted = 0;
   {
     MutexLock lock(&old_mu_);
-    if (kind == GcKind::kMinor &&
-        (!PromotionGuaranteed() || old_->used_bytes() > old_target_)) {
+    if (kind == GcKind::kMinor && !PromotionGuaranteed()) {
       kind = GcKind::kFull;
+    } else if (kind == GcKind::kMinor && old_->used_bytes() > old_target_) {
+      kind = GcKind::kFull;
+      cause = GcCause::kOldTarget;  // what --verbose:gc says
     }
     const size_t old_before = old_->used_bytes();
     if (kind == GcKind::kMinor) {

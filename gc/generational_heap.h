@@ -128,9 +128,11 @@ class GenerationalHeap final : public Heap {
   // reconfiguration. On m's thread, or with m stopped at a safepoint.
   void RearmSampler(Mutator* m);
   // `within_target`: a large object that would take the old generation past
-  // old_target_ is refused (0), so that the caller collects first
-  // (collection.cc, design 7). False right after a full collection.
-  uintptr_t TryAllocate(Mutator* m, size_t size, bool within_target);
+  // old_target_ is refused (0, and *over_target set), so that the caller
+  // collects first (collection.cc, design 7). False right after a full
+  // collection.
+  uintptr_t TryAllocate(Mutator* m, size_t size, bool within_target,
+                        bool* over_target = nullptr);
   // Posts a sampled allocation to the observer; returns the object's
   // (possibly new) address. Out of line: samples are rare.
   Object* ReportSample(Mutator* m, Object* obj, const SampleDecision& decision);

@@ -163,12 +163,16 @@ void GenerationalHeap::RetireTlab(Mutator* m) {
   m->tlab = Tlab{};
 }
 
-uintptr_t GenerationalHeap::TryAllocate(Mutator* m, size_t size, bool within_target) {
+uintptr_t GenerationalHeap::TryAllocate(Mutator* m, size_t size, bool within_target,
+                                        bool* over_target) {
   if (size > kLargeObjectThreshold) {
     Object* o;
     {
       MutexLock lock(&old_mu_);
-      if (within_target && old_->used_bytes() + size > old_target_) return 0;
+      if (within_target && old_->used_bytes() + size > old_target_) {
+        if (over_target != nullptr) *over_target = true;
+        return 0;
+      }
       o = old_->AllocateLarge(size);
     }
     if (o == nullptr) return 0;
@@ -229,10 +233,12 @@ Object* AllocateSlowPath(Mutator* m, const ClassLayout* cls, size_t size, uint64
   uintptr_t mem = 0;
   bool tried_minor = size > kLargeObjectThreshold;  // a minor GC cannot free old pages
   for (;;) {
-    mem = heap.TryAllocate(m, size, /*within_target=*/true);
+    bool over_target = false;
+    mem = heap.TryAllocate(m, size, /*within_target=*/true, &over_target);
     if (mem != 0) break;
-    const GcKind ran = heap.Collect(m, GcCause::kAllocationFailure,
-                                    tried_minor ? GcKind::kFull : GcKind::kMinor, size, &mem);
+    const GcKind ran =
+        heap.Collect(m, over_target ? GcCause::kOldTarget : GcCause::kAllocationFailure,
+                     tried_minor ? GcKind::kFull : GcKind::kMinor, size, &mem);
     if (mem != 0 || ran == GcKind::kFull) break;
     if (ran == GcKind::kMinor) tried_minor = true;
   }
