@@ -187,7 +187,8 @@ std::string UsageText() {
 Options come before the program; everything after it is the program's.
 
   --heap=<size>              maximum heap, e.g. 64m, 1g, 512k, or bytes (default 1g)
-  --young=<size>             young generation size (must be smaller than the heap)
+  --young=<size>             fixed young generation size (must be smaller than the heap;
+                             default a third of it, eden growing from 32m as objects survive)
   --seed=<n>                 seed for rand and the heap sampler (default 0)
   --stack-depth=<n>          maximum call depth per thread (default 10000)
   --heap-profile=<file>      write a pprof heap profile at exit (-agentlib:heapprof; docs/tools.md)
