@@ -132,8 +132,11 @@ std::string HeapSummary(VM* vm, AttachAgentHost* host) {
                   stats.full_collections, " full (", heap->CollectionCount(), " in all); pauses ",
                   stats.total_pause_ns / 1000, " us in all, longest ", stats.max_pause_ns / 1000,
                   " us\n");
-  absl::StrAppend(&out, "allocated: ", stats.bytes_allocated, " bytes in retired TLABs and ",
-                  stats.large_objects_allocated, " large objects\n");
+  // bytes_allocated counts TLABs, objects placed outside them and large
+  // objects alike (gc::HeapStats).
+  absl::StrAppend(&out, "allocated: ", stats.bytes_allocated, " bytes, including ",
+                  stats.large_objects_allocated,
+                  stats.large_objects_allocated == 1 ? " large object\n" : " large objects\n");
   if (host != nullptr) {
     out += host->DescribeSampling();
   } else {
