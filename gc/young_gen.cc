@@ -15,7 +15,7 @@ YoungGen::YoungGen(uintptr_t base, size_t eden, size_t survivor, size_t initial_
 }
 
 void YoungGen::SetEdenCapacity(size_t bytes) {
-  eden_end_ = base_ + std::min(bytes, eden_reserved());
+  eden_end_.store(base_ + std::min(bytes, eden_reserved()), std::memory_order_relaxed);
 }
 
 void YoungGen::FinishScavenge() {

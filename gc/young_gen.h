@@ -47,7 +47,7 @@ class YoungGen {
   uintptr_t AllocateEden(size_t bytes) {
     uintptr_t top = eden_top_.load(std::memory_order_relaxed);
     do {
-      if (eden_end_ - top < bytes) return 0;
+      if (eden_end_.load(std::memory_order_relaxed) - top < bytes) return 0;
     } while (!eden_top_.compare_exchange_weak(top, top + bytes, std::memory_order_relaxed));
     return top;
   }
@@ -64,10 +64,11 @@ class YoungGen {
   uintptr_t eden_top() const { return eden_top_.load(std::memory_order_relaxed); }
   size_t eden_used() const { return eden_top() - base_; }
   // What eden may hold before a collection; at most eden_reserved().
-  size_t eden_capacity() const { return eden_end_ - base_; }
+  size_t eden_capacity() const { return eden_end_.load(std::memory_order_relaxed) - base_; }
   size_t eden_reserved() const { return eden_limit_ - base_; }
-  // Inside a pause only: mutators read the limit without synchronisation,
-  // and the safepoint orders this write before their next allocation.
+  // Inside a pause only, so no allocation runs meanwhile. Atomic all the
+  // same: a thread that is attaching reads eden's capacity to size its
+  // TLABs before the safepoint protocol covers it.
   void SetEdenCapacity(size_t bytes);
 
   SemiSpace& from() { return survivors_[from_]; }
@@ -89,7 +90,7 @@ class YoungGen {
   const uintptr_t base_;
   const uintptr_t eden_limit_;  // end of eden's reservation
   const uintptr_t limit_;
-  uintptr_t eden_end_;  // end of what allocation may use (design 4)
+  std::atomic<uintptr_t> eden_end_;  // end of what allocation may use (design 4)
   std::atomic<uintptr_t> eden_top_;
   SemiSpace survivors_[2];
   int from_ = 0;

@@ -371,9 +371,20 @@ def attach_leakcheck_and_lifetimes():
         v.wait_running()
         trace = rt.fresh("attached_lifetimes.jsonl")
         ok(v.pid, "load", "leakcheck")
-        ok(v.pid, "load", f"lifetimes=trace={trace}")
+        # interval=0 samples every allocation, so the trace's 64 KiB buffer
+        # reaches the file after a few hundred of them: the test waits for
+        # that instead of hoping a sample fell between load and SIGTERM
+        # (under TSan, at the default 256 KiB, one often did not).
+        ok(v.pid, "load", f"lifetimes=trace={trace},interval=0")
         agents = ok(v.pid, "agents")
         check(agents.count("(attached)") == 2, agents)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if os.path.exists(trace):
+                with open(trace) as f:
+                    if '"ev":"alloc"' in f.read():
+                        break
+            time.sleep(0.05)
         v.terminate()
         err = v.stderr()
         check("leakcheck: at exit" in err and "lifetimes:" in err, err[-2000:])
