@@ -32,6 +32,7 @@ void CappedCodeMemory::allocate(const llvm::jitlink::JITLinkDylib* jd, llvm::jit
   uint64_t used = used_.load(std::memory_order_relaxed);
   do {
     if (used + size > limit_) {
+      refused_.store(true, std::memory_order_relaxed);
       return on_allocated(llvm::make_error<llvm::StringError>(
           absl::StrCat("JIT memory limit reached (--jit-memory=", limit_, " bytes, ", used,
                        " in use, ", size, " more needed)"),

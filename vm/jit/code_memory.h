@@ -31,6 +31,8 @@ class CappedCodeMemory final : public llvm::jitlink::JITLinkMemoryManager {
   using JITLinkMemoryManager::deallocate;
 
   uint64_t used() const { return used_.load(std::memory_order_relaxed); }
+  // Whether a graph has been refused for want of room under the cap.
+  bool refused() const { return refused_.load(std::memory_order_relaxed); }
   uint64_t limit() const { return limit_; }
 
  private:
@@ -42,6 +44,7 @@ class CappedCodeMemory final : public llvm::jitlink::JITLinkMemoryManager {
   const uint64_t page_size_;
   const uint64_t limit_;
   std::atomic<uint64_t> used_{0};  // bytes charged by successful allocations
+  std::atomic<bool> refused_{false};
 };
 
 }  // namespace minivm::jit

@@ -60,8 +60,10 @@
 //     batch's own LLVMContext, optimises it and generates its object file
 //     with its own TargetMachine (neither is thread-safe), then adds the
 //     object to the one JITDylib and looks the batch's symbols up, which
-//     links it there; ORC's session is thread-safe and batches never
-//     reference each other. The cap (design 6) is one atomic counter, so
+//     links it there; batches never reference each other. Links run one at
+//     a time (Impl::link_mu), so that a failed link's cause reaches the
+//     thread whose batch it was; linking is a small part of a batch's work
+//     (emission, the IR pipeline and code generation run in parallel). The cap (design 6) is one atomic counter, so
 //     concurrent links cannot overshoot it. Rejected: LLJIT's own
 //     concurrent compilation (ConcurrentIRCompiler on a thread pool), which
 //     compiles at one level only and needs lookups issued asynchronously to
@@ -172,6 +174,19 @@ struct Jit::Impl {
   CappedCodeMemory* code_memory = nullptr;  // owned by the linking layer
   std::atomic<bool> memory_full{false};     // design 6
 
+  // Serialises linking (design 7). ORC reports a failed materialisation
+  // twice: through the lookup's result ("failed to materialize symbols")
+  // and, with the cause, through the session's error reporter. LLJIT
+  // dispatches materialisation in place, but from one queue shared by the
+  // session: a thread's lookup may run the link another thread queued, so
+  // with concurrent links the cause reached the wrong thread (a batch
+  // refused by the memory cap was reported as "failed to materialize" and
+  // did not stop further compiles). With one link at a time, the cause
+  // reported during a lookup is that lookup's.
+  std::mutex link_mu;
+  std::mutex session_error_mu;  // the reporter may run outside a link
+  std::string session_error;    // guarded by session_error_mu
+
   // A target machine for `tier` (design 2): instruction selection at -O2
   // for optimised code of --jit-opt 1..3, the fast path otherwise.
   llvm::Expected<std::unique_ptr<llvm::TargetMachine>> MakeMachine(Tier tier) const;
@@ -195,13 +210,6 @@ struct Jit::Impl {
   bool stopping = false;              // guarded by queue_mu
   std::thread worker;                 // started by the first OnHot
 };
-
-// ORC reports a failed materialisation twice: through the lookup's result
-// ("failed to materialize symbols") and, with the cause, through the
-// session's error reporter, on the thread that ran the link. Links run on the
-// thread that looks the group up (LLJIT dispatches in place), so the cause is
-// kept per thread and read back by that thread's CompileGroup.
-thread_local std::string session_error;
 
 absl::StatusOr<std::unique_ptr<Jit>> Jit::Create(const VM* vm, JitConfig config) {
   static std::once_flag init_once;
@@ -258,8 +266,11 @@ absl::StatusOr<std::unique_ptr<Jit>> Jit::Create(const VM* vm, JitConfig config)
           .create();
   if (!lljit) return absl::InternalError(absl::StrCat("JIT: ", ToString(lljit.takeError())));
   impl->lljit = std::move(*lljit);
-  impl->lljit->getExecutionSession().setErrorReporter(
-      [](llvm::Error e) { session_error = ToString(std::move(e)); });
+  impl->lljit->getExecutionSession().setErrorReporter([raw_impl](llvm::Error e) {
+    std::string why = ToString(std::move(e));
+    std::lock_guard<std::mutex> lock(raw_impl->session_error_mu);
+    raw_impl->session_error = std::move(why);
+  });
 
   llvm::orc::SymbolMap symbols;
   for (const RuntimeSymbol& s : RuntimeSymbols()) {
@@ -492,8 +503,13 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns, Tier tier,
   if (!object) return refuse_all(ToString(object.takeError()));
   group.reset();
   context.reset();
-  session_error.clear();
+  std::unique_lock<std::mutex> link_lock(link_mu);
+  {
+    std::lock_guard<std::mutex> lock(session_error_mu);
+    session_error.clear();
+  }
   if (llvm::Error e = lljit->addObjectFile(std::move(*object))) {
+    link_lock.unlock();
     return refuse_all(ToString(std::move(e)));
   }
   llvm::orc::SymbolLookupSet wanted;
@@ -504,12 +520,17 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns, Tier tier,
       std::move(wanted));
   if (!found) {
     std::string why = ToString(found.takeError());
-    if (!session_error.empty()) why = session_error;  // the cause, not "failed to materialize"
-    if (code_memory != nullptr && why.find("JIT memory limit") != std::string::npos) {
+    {
+      std::lock_guard<std::mutex> lock(session_error_mu);
+      if (!session_error.empty()) why = session_error;  // the cause, not "failed to materialize"
+    }
+    link_lock.unlock();
+    if (code_memory != nullptr && code_memory->refused()) {
       memory_full.store(true, std::memory_order_relaxed);
     }
     return refuse_all(why);
   }
+  link_lock.unlock();
   std::vector<void*> addresses;
   for (const auto& member : members) {
     addresses.push_back(
