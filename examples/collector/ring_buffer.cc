@@ -147,12 +147,19 @@ RingWriter::RingWriter(SharedRing* ring)
 
 bool RingWriter::Reserve(RecordType type, uint64_t payload_bytes, Slot* slot) {
   const uint64_t need = AlignUp8(kHeaderBytes + payload_bytes);
-  uint64_t w = meta_->write_pos.load(std::memory_order_relaxed);
+  uint64_t w = 0;
   bool fits = need <= ring_bytes_ && need <= kMaxRecordBytes;
   while (fits) {
     // Acquire: the reader zeroed everything below read_pos before storing it
     // (design point 4); our header and payload stores come after.
     const uint64_t r = meta_->read_pos.load(std::memory_order_acquire);
+    // write_pos is read after read_pos, every time round. The reader moved
+    // read_pos past records whose reserving CAS on write_pos happens before
+    // our acquire load of it, so this load sees at least that write_pos:
+    // w >= r. A write_pos read before read_pos (or left by a failed CAS
+    // before a later read_pos) may be older than the reader's progress,
+    // and w - r would wrap to "more than full" and drop the record.
+    w = meta_->write_pos.load(std::memory_order_relaxed);
     const uint64_t used = w - r;
     // used > ring_bytes_ only if the collector wrote nonsense: treat as full.
     if (used > ring_bytes_ || need > ring_bytes_ - used) {
@@ -160,7 +167,7 @@ bool RingWriter::Reserve(RecordType type, uint64_t payload_bytes, Slot* slot) {
       break;
     }
     // read_pos only grows, so the check above stays true if write_pos is
-    // still w. On failure w is reloaded and the check redone. seq_cst on
+    // still w. On failure both are reloaded and the check redone. seq_cst on
     // success: one half of the wake-up handshake (design point 6; a locked
     // instruction on x86 whatever the order).
     if (meta_->write_pos.compare_exchange_weak(w, w + need, std::memory_order_seq_cst,
@@ -191,8 +198,10 @@ bool RingWriter::Commit(const Slot& slot) {
   // reader's seq_cst store of the flag and load of write_pos, either it saw
   // our reservation or we see its flag (design point 6).
   if (meta_->reader_idle.load(std::memory_order_seq_cst) == 0) return false;
-  const uint64_t used = slot.end - meta_->read_pos.load(std::memory_order_relaxed);
-  if (used < wake_threshold_) return false;  // the reader's timer will do
+  // The reader may already be past this record (and others after it): then
+  // nothing of ours is waiting, and the difference would wrap.
+  const uint64_t r = meta_->read_pos.load(std::memory_order_relaxed);
+  if (r >= slot.end || slot.end - r < wake_threshold_) return false;  // its timer will do
   return meta_->reader_idle.exchange(0, std::memory_order_acq_rel) != 0;
 }
 

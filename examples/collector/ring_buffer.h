@@ -19,7 +19,8 @@
 //     never exceeds ring_bytes.
 //  3. Several writers, no lock. A writer reserves [w, w + size) by a CAS on
 //     write_pos, after checking against read_pos (acquire) that the space is
-//     free; then it stores the record's header (size and type, not
+//     free (read_pos loaded first, then write_pos, each attempt: see
+//     RingWriter::Reserve); then it stores the record's header (size and type, not
 //     committed), copies the payload, and stores the header again with the
 //     commit bit (release). Between reserve and commit it calls nothing that
 //     can block or wait for the VM (the agent builds everything first), so a
