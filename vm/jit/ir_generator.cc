@@ -32,7 +32,10 @@
 //     already zero and null). The slow path is a call to the runtime's
 //     (minivm_jit_new -> gc::AllocateSlowPath), the same one the interpreter
 //     uses; sampling lives entirely there, by lowering current_end. Nothing
-//     in the generated code depends on whether sampling is on.
+//     in the generated code depends on whether sampling is on. array(n) and
+//     bytes(n) of an int n that fits a TLAB do the same with the size
+//     computed from n and a store of the length word; their slow path is
+//     the built-in itself (EmitNewArrayFastPath).
 //  5. The write barrier is inline: a relaxed byte store into the card table
 //     at (holder >> kCardShift), when the stored value is a reference. NEW's
 //     initialising stores skip it on the fast path (a TLAB object is young,
@@ -312,6 +315,10 @@ class IrGenerator {
   void EmitField(uint32_t off, int depth, bool write);
   void EmitIndex(uint32_t off, int depth, bool write);
   void EmitNew(uint32_t off, int depth);
+  // The inline fast path of array(n) / bytes(n): the current block branches
+  // to the returned block with the new object as the operand, or stays
+  // (positioned on the slow path) for the built-in call to follow.
+  BasicBlock* EmitNewArrayFastPath(int depth, bool refs);
   void EmitCall(uint32_t off, int depth);
   // EnterFrame's frame-array and value-stack checks for a call of `callee`
   // whose frame would be `next` at `callee_base`: on overflow, writes the
@@ -912,6 +919,44 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   Put(below, result);
 }
 
+BasicBlock* IrGenerator::EmitNewArrayFastPath(int depth, bool refs) {
+  // array(n) / bytes(n) of an int n whose object fits a TLAB: NEW's TLAB
+  // fast path (design 4) plus the length word, as gc::Allocate does for the
+  // interpreter. The TLAB is zero-filled, so the elements are null or 0
+  // already. Anything else takes the built-in, which raises the errors and
+  // is the slow path: not an int, negative (unsigned, above the limit), too
+  // large for a TLAB, the TLAB exhausted, or a sample due (current_end is
+  // the sample point). No sampling logic here, by construction.
+  const uint64_t max_length = refs ? (gc::kMaxTlabObjectSize - gc::kArrayHeaderSize) / 8
+                                   : gc::kMaxTlabObjectSize - gc::kArrayHeaderSize;
+  LValue* x = Operand(depth, -1);
+  BasicBlock* is_int = NewBlock("new_array_int");
+  BasicBlock* fits = NewBlock("new_array_fits");
+  BasicBlock* fast = NewBlock("new_array_fast");
+  BasicBlock* slow = NewBlock("new_array_slow");
+  BasicBlock* done = NewBlock("new_array_done");
+  CondBrUnlikely(b_.CreateNot(IsInt(x)), slow, is_int);
+  b_.SetInsertPoint(is_int);
+  LValue* length = Untag(x);
+  CondBrUnlikely(b_.CreateICmpUGT(length, Const64(max_length)), slow, fits);
+  b_.SetInsertPoint(fits);
+  LValue* size =
+      refs ? b_.CreateAdd(b_.CreateShl(length, 3), Const64(gc::kArrayHeaderSize))
+           : b_.CreateAnd(b_.CreateAdd(length, Const64(gc::kArrayHeaderSize + 7)), Const64(~7ULL));
+  LValue* top = LoadField(thread_, kTlabTop, i64_, tbaa_thread_);
+  LValue* new_top = b_.CreateAdd(top, size);
+  LValue* limit = LoadField(thread_, kTlabCurrentEnd, i64_, tbaa_thread_);
+  CondBrUnlikely(b_.CreateICmpUGT(new_top, limit), slow, fast);
+  b_.SetInsertPoint(fast);
+  StoreField(new_top, thread_, kTlabTop, tbaa_thread_);
+  StoreField(ConstPtr(refs ? ArrayKlass() : BytesKlass()), AsPtr(top), 0, tbaa_object_);
+  StoreField(length, AsPtr(top), gc::kHeaderSize, tbaa_object_);
+  SetOperand(depth, -1, top);
+  b_.CreateBr(done);
+  b_.SetInsertPoint(slow);
+  return done;
+}
+
 void IrGenerator::EmitRuntimeCall(uint32_t off, int depth, bool builtin) {
   const uint8_t* pc = code_ + off;
   const int argc = ArgcOperand(pc);
@@ -938,6 +983,9 @@ void IrGenerator::EmitRuntimeCall(uint32_t off, int depth, bool builtin) {
     SetOperand(depth, -1, Tag(LoadField(AsPtr(x), gc::kHeaderSize, i64_, tbaa_object_)));
     b_.CreateBr(done);
     b_.SetInsertPoint(slow);
+  } else if (builtin && (static_cast<Builtin>(pc[1]) == Builtin::k_array ||
+                         static_cast<Builtin>(pc[1]) == Builtin::k_bytes)) {
+    done = EmitNewArrayFastPath(depth, static_cast<Builtin>(pc[1]) == Builtin::k_array);
   }
   Spill(n, off);
   LValue* args = HomeAddr(n - argc);
