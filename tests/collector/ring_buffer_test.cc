@@ -244,7 +244,12 @@ TEST(Ring, ConcurrentWritersAndReader) {
 // writers' reservations. A writer that read write_pos before read_pos could
 // see the reader already past its stale write_pos, take the wrapped
 // difference for a full ring and drop the record (the collector test
-// several_vms_at_once caught it under load: 1 record of 5,536).
+// several_vms_at_once caught it under load: 1 record of 5,536). Unlike
+// ConcurrentWritersAndReader, the writers count nothing shared and the
+// reader only counts, so that it overtakes them as often as it can. With
+// the bug it failed in 282 of 300 runs on an idle 2-core machine and in 4
+// of 50 beside a busy one; with the reader checking contents and order as
+// ConcurrentWritersAndReader does, in 3 of 50 at best.
 TEST(Ring, NoDropsWhileEverythingFits) {
   constexpr int kWriters = 4;
   constexpr uint32_t kPerWriter = 40000;

@@ -314,6 +314,11 @@ class IrGenerator {
                       int read_pops);
   void EmitField(uint32_t off, int depth, bool write);
   void EmitIndex(uint32_t off, int depth, bool write);
+  // The TLAB bump of design 4 for `size` bytes: branches to `slow` when
+  // top + size passes current_end (the TLAB is full or a sample is due),
+  // else continues in `fast`, where it has bumped top and stored the class
+  // pointer; returns the object's address (the old top).
+  LValue* EmitTlabBump(LValue* size, const Klass* klass, BasicBlock* slow, BasicBlock* fast);
   void EmitNew(uint32_t off, int depth);
   // The inline fast path of array(n) / bytes(n): the current block branches
   // to the returned block with the new object as the operand, or stays
@@ -765,6 +770,18 @@ void IrGenerator::EmitIndex(uint32_t off, int depth, bool write) {
   b_.SetInsertPoint(done);
 }
 
+LValue* IrGenerator::EmitTlabBump(LValue* size, const Klass* klass, BasicBlock* slow,
+                                  BasicBlock* fast) {
+  LValue* top = LoadField(thread_, kTlabTop, i64_, tbaa_thread_);
+  LValue* new_top = b_.CreateAdd(top, size);
+  LValue* limit = LoadField(thread_, kTlabCurrentEnd, i64_, tbaa_thread_);
+  CondBrUnlikely(b_.CreateICmpUGT(new_top, limit), slow, fast);
+  b_.SetInsertPoint(fast);
+  StoreField(new_top, thread_, kTlabTop, tbaa_thread_);
+  StoreField(ConstPtr(klass), AsPtr(top), 0, tbaa_object_);
+  return top;
+}
+
 void IrGenerator::EmitNew(uint32_t off, int depth) {
   const uint8_t* pc = code_ + off;
   const Klass* klass = program_.classes[ReadU32(pc + 1)].get();
@@ -779,13 +796,7 @@ void IrGenerator::EmitNew(uint32_t off, int depth) {
   if (size <= gc::kMaxTlabObjectSize) {
     // The TLAB fast path (design 4): no sampling logic, by construction.
     fast = NewBlock("new_fast");
-    top = LoadField(thread_, kTlabTop, i64_, tbaa_thread_);
-    LValue* new_top = b_.CreateAdd(top, Const64(size));
-    LValue* limit = LoadField(thread_, kTlabCurrentEnd, i64_, tbaa_thread_);
-    CondBrUnlikely(b_.CreateICmpUGT(new_top, limit), slow, fast);
-    b_.SetInsertPoint(fast);
-    StoreField(new_top, thread_, kTlabTop, tbaa_thread_);
-    StoreField(ConstPtr(klass), AsPtr(top), 0, tbaa_object_);
+    top = EmitTlabBump(Const64(size), klass, slow, fast);
     b_.CreateBr(done);
   } else {
     b_.CreateBr(slow);
@@ -943,13 +954,7 @@ BasicBlock* IrGenerator::EmitNewArrayFastPath(int depth, bool refs) {
   LValue* size =
       refs ? b_.CreateAdd(b_.CreateShl(length, 3), Const64(gc::kArrayHeaderSize))
            : b_.CreateAnd(b_.CreateAdd(length, Const64(gc::kArrayHeaderSize + 7)), Const64(~7ULL));
-  LValue* top = LoadField(thread_, kTlabTop, i64_, tbaa_thread_);
-  LValue* new_top = b_.CreateAdd(top, size);
-  LValue* limit = LoadField(thread_, kTlabCurrentEnd, i64_, tbaa_thread_);
-  CondBrUnlikely(b_.CreateICmpUGT(new_top, limit), slow, fast);
-  b_.SetInsertPoint(fast);
-  StoreField(new_top, thread_, kTlabTop, tbaa_thread_);
-  StoreField(ConstPtr(refs ? ArrayKlass() : BytesKlass()), AsPtr(top), 0, tbaa_object_);
+  LValue* top = EmitTlabBump(size, refs ? ArrayKlass() : BytesKlass(), slow, fast);
   StoreField(length, AsPtr(top), gc::kHeaderSize, tbaa_object_);
   SetOperand(depth, -1, top);
   b_.CreateBr(done);
