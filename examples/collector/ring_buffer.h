@@ -20,12 +20,13 @@
 //  3. Several writers, no lock. A writer reserves [w, w + size) by a CAS on
 //     write_pos, after checking against read_pos (acquire) that the space is
 //     free (read_pos loaded first, then write_pos, each attempt: see
-//     RingWriter::Reserve); then it stores the record's header (size and type, not
-//     committed), copies the payload, and stores the header again with the
-//     commit bit (release). Between reserve and commit it calls nothing that
-//     can block or wait for the VM (the agent builds everything first), so a
-//     record is committed microseconds after it is reserved. A full buffer
-//     is never waited for: the record is dropped and counted in Meta.
+//     RingWriter::Reserve); then it stores the record's header (size and
+//     type, not committed), copies the payload, and stores the header again
+//     with the commit bit (release). Between reserve and commit it calls
+//     nothing that can block or wait for the VM (the agent builds everything
+//     first), so a record is committed microseconds after it is reserved. A
+//     full buffer is never waited for: the record is dropped and counted in
+//     Meta.
 //     Rejected alternative: heapprofd's spinlock around the reservation,
 //     which can make an allocating thread wait for a descheduled one.
 //  4. One reader. It reads the header at read_pos (acquire): 0 or no commit

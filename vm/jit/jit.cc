@@ -63,8 +63,8 @@
 //     links it there; batches never reference each other. Links run one at
 //     a time (Impl::link_mu), so that a failed link's cause reaches the
 //     thread whose batch it was; linking is a small part of a batch's work
-//     (emission, the IR pipeline and code generation run in parallel). The cap (design 6) is one atomic counter, so
-//     concurrent links cannot overshoot it. Rejected: LLJIT's own
+//     (emission, the IR pipeline and code generation run in parallel). The
+//     cap (design 6) is one atomic counter, so no link can overshoot it. Rejected: LLJIT's own
 //     concurrent compilation (ConcurrentIRCompiler on a thread pool), which
 //     compiles at one level only and needs lookups issued asynchronously to
 //     keep more than one batch in flight.
