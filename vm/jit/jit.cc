@@ -172,7 +172,6 @@ struct Jit::Impl {
   Stats stats;  // guarded by stats_mu
 
   CappedCodeMemory* code_memory = nullptr;  // owned by the linking layer
-  std::atomic<bool> memory_full{false};     // design 6
 
   // Serialises linking (design 7). ORC reports a failed materialisation
   // twice: through the lookup's result ("failed to materialize symbols")
@@ -200,6 +199,11 @@ struct Jit::Impl {
   // `module` compiled to an object file by `machine`.
   llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> EmitObject(
       llvm::Module* module, Tier tier, llvm::TargetMachine* machine) const;
+  // Links `object`, one link at a time (link_mu), and returns the
+  // addresses of `members`' symbols, or why it failed.
+  absl::StatusOr<std::vector<void*>> Link(
+      std::unique_ptr<llvm::MemoryBuffer> object,
+      const std::vector<std::pair<const Function*, std::string>>& members);
   // Runs `tier`'s IR pipeline over `module`.
   void Optimize(llvm::Module* module, Tier tier, llvm::TargetMachine* machine) const;
 
@@ -446,7 +450,8 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns, Tier tier,
       }
       continue;
     }
-    if (memory_full.load(std::memory_order_relaxed)) {
+    // Design 6: once a group has been refused, nothing more is compiled.
+    if (code_memory != nullptr && code_memory->refused()) {
       Refuse(fn, absl::StrCat("JIT memory limit reached (--jit-memory=", config.memory_limit,
                               " bytes)"));
       continue;
@@ -503,39 +508,8 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns, Tier tier,
   if (!object) return refuse_all(ToString(object.takeError()));
   group.reset();
   context.reset();
-  std::unique_lock<std::mutex> link_lock(link_mu);
-  {
-    std::lock_guard<std::mutex> lock(session_error_mu);
-    session_error.clear();
-  }
-  if (llvm::Error e = lljit->addObjectFile(std::move(*object))) {
-    link_lock.unlock();
-    return refuse_all(ToString(std::move(e)));
-  }
-  llvm::orc::SymbolLookupSet wanted;
-  for (const auto& member : members) wanted.add(lljit->mangleAndIntern(member.second));
-  llvm::orc::JITDylib& dylib = lljit->getMainJITDylib();
-  llvm::Expected<llvm::orc::SymbolMap> found = lljit->getExecutionSession().lookup(
-      llvm::orc::makeJITDylibSearchOrder(&dylib, llvm::orc::JITDylibLookupFlags::MatchAllSymbols),
-      std::move(wanted));
-  if (!found) {
-    std::string why = ToString(found.takeError());
-    {
-      std::lock_guard<std::mutex> lock(session_error_mu);
-      if (!session_error.empty()) why = session_error;  // the cause, not "failed to materialize"
-    }
-    link_lock.unlock();
-    if (code_memory != nullptr && code_memory->refused()) {
-      memory_full.store(true, std::memory_order_relaxed);
-    }
-    return refuse_all(why);
-  }
-  link_lock.unlock();
-  std::vector<void*> addresses;
-  for (const auto& member : members) {
-    addresses.push_back(
-        (*found)[lljit->mangleAndIntern(member.second)].getAddress().toPtr<void*>());
-  }
+  absl::StatusOr<std::vector<void*>> addresses = Link(std::move(*object), members);
+  if (!addresses.ok()) return refuse_all(addresses.status().message());
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   {
@@ -546,20 +520,51 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns, Tier tier,
   for (size_t i = 0; i < members.size(); ++i) {
     const Function* fn = members[i].first;
     const bool tier_up = fn->jit_code.load(std::memory_order_relaxed) != nullptr;
-    fn->jit_code.store(reinterpret_cast<JitEntry>(addresses[i]), std::memory_order_release);
+    fn->jit_code.store(reinterpret_cast<JitEntry>((*addresses)[i]), std::memory_order_release);
     fn->jit_state.store(tier == Tier::kQuick ? JitState::kQuick : JitState::kCompiled,
                         std::memory_order_relaxed);
     if (config.verbose) {
       // A group's time is shared out evenly among its functions.
       absl::FPrintF(config.log, "[jit] %s %s (%d bytes of bytecode) in %.3fms at %p\n",
                     tier_up ? "optimised" : "compiled", fn->name, fn->code.size(),
-                    ms / static_cast<double>(members.size()), addresses[i]);
+                    ms / static_cast<double>(members.size()), (*addresses)[i]);
       for (const InlinedCall& call : members_inlined[i]) {
         absl::FPrintF(config.log, "[jit] %s: inlined %s (line %d%s)\n", fn->name, call.callee->name,
                       call.line, call.caller == fn ? "" : absl::StrCat(", in ", call.caller->name));
       }
     }
   }
+}
+
+absl::StatusOr<std::vector<void*>> Jit::Impl::Link(
+    std::unique_ptr<llvm::MemoryBuffer> object,
+    const std::vector<std::pair<const Function*, std::string>>& members) {
+  std::lock_guard<std::mutex> link_lock(link_mu);
+  {
+    std::lock_guard<std::mutex> lock(session_error_mu);
+    session_error.clear();
+  }
+  if (llvm::Error e = lljit->addObjectFile(std::move(object))) {
+    return absl::InternalError(ToString(std::move(e)));
+  }
+  llvm::orc::SymbolLookupSet wanted;
+  for (const auto& member : members) wanted.add(lljit->mangleAndIntern(member.second));
+  llvm::orc::JITDylib& dylib = lljit->getMainJITDylib();
+  llvm::Expected<llvm::orc::SymbolMap> found = lljit->getExecutionSession().lookup(
+      llvm::orc::makeJITDylibSearchOrder(&dylib, llvm::orc::JITDylibLookupFlags::MatchAllSymbols),
+      std::move(wanted));
+  if (!found) {
+    std::string why = ToString(found.takeError());
+    std::lock_guard<std::mutex> lock(session_error_mu);
+    // The cause, not "failed to materialize".
+    return absl::InternalError(session_error.empty() ? why : session_error);
+  }
+  std::vector<void*> addresses;
+  for (const auto& member : members) {
+    addresses.push_back(
+        (*found)[lljit->mangleAndIntern(member.second)].getAddress().toPtr<void*>());
+  }
+  return addresses;
 }
 
 void Jit::OnHot(VMThread* t, const Function* fn) {
