@@ -3,7 +3,8 @@
 // Design:
 // 1. Every collection is stop-the-world (safepoint.h) and run by the thread
 //    that needed it; only one runs at a time. TLABs are retired at the start
-//    (their tails are already zero) and every thread starts afresh after.
+//    (each with a filler word over its tail, young_gen.h) and every thread
+//    starts afresh after.
 // 2. Minor collection: Cheney evacuation of eden and the from-survivor
 //    (scavenger.h), roots = VM roots + dirty cards of the old generation.
 //    Pause cost: roots + card table + survivors; eden is never touched.

@@ -6,9 +6,11 @@
 // outside-TLAB and large allocations, collections, --gc-stress and sampling:
 // 1. It is a poll site: a pending safepoint is honoured first.
 // 2. Requests that cannot fit even in an empty heap return nullptr at once.
-// 3. Memory handed out is zeroed here, by the receiving thread: a whole TLAB
-//    at refill, an outside-TLAB object or a large object on its own. A pause
-//    never clears memory, so it stays proportional to the survivors.
+// 3. Memory is zeroed by the thread that allocates it, one object at a time:
+//    here for the objects the slow path places (in a TLAB, outside one, or
+//    large), in gc::Allocate and the JIT's copy of it for the fast path. A
+//    TLAB is not cleared at refill (tlab.h), and a pause never clears
+//    memory, so it stays proportional to the survivors.
 // 4. On failure it collects (minor first for small objects, then full), and
 //    the thread that collects allocates inside its own pause, before any
 //    other thread resumes. Only when that fails right after a full collection
@@ -151,9 +153,12 @@ void GenerationalHeap::DetachMutator(Mutator* m) {
   m->tlab = Tlab{};
 }
 
-// The unused tail of a retired TLAB stays zero, which keeps eden parsable
-// (young_gen.h); no filler object is needed.
+// The unused tail of a retired TLAB holds stale bytes; one filler word over
+// it keeps eden parsable (young_gen.h).
 void GenerationalHeap::RetireTlab(Mutator* m) {
+  if (m->tlab.top < m->tlab.end) {
+    *reinterpret_cast<uint64_t*>(m->tlab.top) = FillerWord(m->tlab.end - m->tlab.top);
+  }
   const size_t used = m->tlab.top - m->tlab.start;
   bytes_allocated_.fetch_add(used, std::memory_order_relaxed);
   MutatorData* data = MutatorData::Of(m);
@@ -185,6 +190,7 @@ uintptr_t GenerationalHeap::TryAllocate(Mutator* m, size_t size, bool within_tar
   if (size <= t.end - t.top) {  // only when current_end was lowered
     const uintptr_t p = t.top;
     t.top += size;
+    std::memset(reinterpret_cast<void*>(p), 0, size);
     return p;
   }
   TlabSizer& sizer = MutatorData::Of(m)->tlab_sizer;
@@ -192,7 +198,7 @@ uintptr_t GenerationalHeap::TryAllocate(Mutator* m, size_t size, bool within_tar
     RetireTlab(m);
     const size_t tlab_bytes = sizer.desired_bytes();
     if (const uintptr_t p = young_->AllocateEden(tlab_bytes); p != 0) {
-      std::memset(reinterpret_cast<void*>(p), 0, tlab_bytes);
+      std::memset(reinterpret_cast<void*>(p), 0, size);  // the object, not the TLAB
       sizer.RecordRefill(tlab_bytes);
       t.start = p;
       t.top = p + size;
@@ -248,7 +254,7 @@ Object* AllocateSlowPath(Mutator* m, const ClassLayout* cls, size_t size, uint64
   }
 
   auto* obj = reinterpret_cast<Object*>(mem);
-  obj->klass = cls;  // gc_word and body are zero
+  obj->klass = cls;  // gc_word and body are zero (TryAllocate)
   if (cls->kind != LayoutKind::kFields) obj->set_length(length);
 
   // ---- The sampler's one call site (docs/sampling.md) ----

@@ -3,7 +3,8 @@
 // invariant, the phase and the addresses involved.
 //
 // Invariants checked:
-// 1. Parsability: eden below its top parses as objects and zero words;
+// 1. Parsability: eden below its top parses as objects, zero words,
+//    retired TLABs' filler words and live TLABs' unused tails (young_gen.h);
 //    the from-survivor parses as back-to-back objects; every old page parses
 //    as cells (objects or free) or one large object. Every object has a
 //    non-null klass of a known kind, a sane size that stays inside its space
@@ -16,8 +17,8 @@
 //    Unreachable young objects are not required to hold valid references.
 // 3. Cards: every old->young reference has the holder's header card dirty.
 // 4. Free lists: well-formed, class-consistent, counts match the pages.
-// 5. TLABs: start <= top <= current_end <= end inside eden's used part, and
-//    [top, end) zero-filled.
+// 5. TLABs: start <= top <= current_end <= end inside eden's used part.
+//    Their unused tails are not zero (tlab.h) and are not read.
 #ifndef MINIVM_GC_VERIFIER_H_
 #define MINIVM_GC_VERIFIER_H_
 

@@ -5,12 +5,15 @@
 //   | eden (TLABs, outside-TLAB objects)  | survivor 0 | survivor 1 |
 //
 // 1. Eden is a shared bump pointer advanced with a CAS: TLAB refills and
-//    outside-TLAB objects never take a lock. Memory is zeroed by the thread
-//    that receives it (the TLAB invariant), so a pause never clears eden and
-//    its cost stays proportional to the survivors.
-// 2. Eden is parsable below its top without filler objects: every object has
-//    a non-null klass word and every unused byte (TLAB tails, retired TLABs)
-//    is zero, so a walker skips zero words. Only the verifier walks it.
+//    outside-TLAB objects never take a lock. Eden is never cleared in bulk:
+//    each object is zeroed by the code that allocates it (tlab.h), so a pause
+//    never touches eden and its cost stays proportional to the survivors.
+// 2. Eden is parsable below its top, to the verifier (the only walker): it
+//    is a sequence of objects (non-null, 8-aligned klass word), zero words
+//    (an object zeroed but not yet given its klass), filler words that cover
+//    a retired TLAB's unused tail (FillerWord: odd, so never a klass), and
+//    the unused tails of live TLABs, which hold stale bytes and which the
+//    walker skips by the owning thread's Tlab.
 // 3. Survivors are filled by the scavenger only; a semispace is parsable
 //    below its top (objects back to back).
 // 4. Eden's reservation is fixed; the part allocation may use before a
@@ -26,6 +29,13 @@
 #include <cstdint>
 
 namespace minivm::gc {
+
+// The first word of a retired TLAB's unused tail of `bytes` bytes (a
+// multiple of 8, at least 8): odd, so a walker tells it from a klass
+// pointer, and it says how far to skip. The rest of the tail is stale.
+inline constexpr uint64_t FillerWord(size_t bytes) { return (uint64_t{bytes} << 1) | 1; }
+inline constexpr bool IsFillerWord(uint64_t word) { return (word & 1) != 0; }
+inline constexpr size_t FillerBytes(uint64_t word) { return static_cast<size_t>(word >> 1); }
 
 struct SemiSpace {
   uintptr_t base = 0;

@@ -8,7 +8,8 @@ with it at a 512 KiB interval. The IR of `make` (objects, `new`) and of
 absolute addresses (which ASLR moves) are masked, and each must have the
 inline TLAB fast path: a load of the TLAB top, an add of the object size, an
 unsigned compare with current_end, a store of the new top and of the class
-pointer, and a call into the runtime only on the slow path. No symbol of the
+pointer, the zeroing of the rest (a memset: TLABs are not zeroed in advance),
+and a call into the runtime only on the slow path. No symbol of the
 sampler appears in it.
 
   check_ir_invariance.py --minivm build/bin/minivm \
@@ -96,6 +97,8 @@ def main():
             (r"store ptr inttoptr \(i64 ADDR to ptr\), ptr %\w+, align 8", "a store of the class"),
             (r"icmp ugt i64", "an unsigned compare with current_end"),
             (r"store i64 %\w+, ptr %thread, align 8", "a store of the new top"),
+            (r"call void @llvm\.memset\.p0\.i64\(ptr [^,]*, i8 0, i64 %?\w+",
+             "the zeroing of the gc word and body (a TLAB is not zeroed in advance)"),
             (rf"call \w+ @{slow_path}\(", "the runtime slow path"),
         ]
         for pattern, what in checks:

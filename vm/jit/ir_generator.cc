@@ -28,8 +28,8 @@
 //     writes exactly num_locals + d slots.
 //  4. Allocation: NEW inlines the TLAB fast path — load top, add the
 //     constant size, compare with current_end, store top, store the class
-//     pointer (the TLAB is zero-filled, so gc_word and the fields are
-//     already zero and null). The slow path is a call to the runtime's
+//     pointer, zero the gc_word and the fields (a TLAB is not zeroed in
+//     advance, gc/tlab.h). The slow path is a call to the runtime's
 //     (minivm_jit_new -> gc::AllocateSlowPath), the same one the interpreter
 //     uses; sampling lives entirely there, by lowering current_end. Nothing
 //     in the generated code depends on whether sampling is on. array(n) and
@@ -316,8 +316,8 @@ class IrGenerator {
   void EmitIndex(uint32_t off, int depth, bool write);
   // The TLAB bump of design 4 for `size` bytes: branches to `slow` when
   // top + size passes current_end (the TLAB is full or a sample is due),
-  // else continues in `fast`, where it has bumped top and stored the class
-  // pointer; returns the object's address (the old top).
+  // else continues in `fast`, where it has bumped top, stored the class
+  // pointer and zeroed the rest; returns the object's address (the old top).
   LValue* EmitTlabBump(LValue* size, const Klass* klass, BasicBlock* slow, BasicBlock* fast);
   void EmitNew(uint32_t off, int depth);
   // The inline fast path of array(n) / bytes(n): the current block branches
@@ -779,6 +779,15 @@ LValue* IrGenerator::EmitTlabBump(LValue* size, const Klass* klass, BasicBlock* 
   b_.SetInsertPoint(fast);
   StoreField(new_top, thread_, kTlabTop, tbaa_thread_);
   StoreField(ConstPtr(klass), AsPtr(top), 0, tbaa_object_);
+  // The gc_word and the body are zeroed here: a TLAB holds stale bytes
+  // (gc/tlab.h). A constant size becomes a few plain stores, which the
+  // argument stores that follow NEW partly overwrite; a variable one (an
+  // array) is a call to memset.
+  LValue* body = b_.CreateConstInBoundsGEP1_64(i8_, AsPtr(top), sizeof(void*));
+  llvm::CallInst* zero =
+      b_.CreateMemSet(body, b_.getInt8(0), b_.CreateSub(size, Const64(sizeof(void*))),
+                      llvm::MaybeAlign(sizeof(void*)));
+  zero->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_object_);
   return top;
 }
 
@@ -933,11 +942,11 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
 BasicBlock* IrGenerator::EmitNewArrayFastPath(int depth, bool refs) {
   // array(n) / bytes(n) of an int n whose object fits a TLAB: NEW's TLAB
   // fast path (design 4) plus the length word, as gc::Allocate does for the
-  // interpreter. The TLAB is zero-filled, so the elements are null or 0
-  // already. Anything else takes the built-in, which raises the errors and
-  // is the slow path: not an int, negative (unsigned, above the limit), too
-  // large for a TLAB, the TLAB exhausted, or a sample due (current_end is
-  // the sample point). No sampling logic here, by construction.
+  // interpreter; EmitTlabBump zeroes the elements (null or 0). Anything
+  // else takes the built-in, which raises the errors and is the slow path:
+  // not an int, negative (unsigned, above the limit), too large for a TLAB,
+  // the TLAB exhausted, or a sample due (current_end is the sample point).
+  // No sampling logic here, by construction.
   const uint64_t max_length = refs ? (gc::kMaxTlabObjectSize - gc::kArrayHeaderSize) / 8
                                    : gc::kMaxTlabObjectSize - gc::kArrayHeaderSize;
   LValue* x = Operand(depth, -1);

@@ -75,6 +75,7 @@
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -282,6 +283,14 @@ absl::StatusOr<std::unique_ptr<Jit>> Jit::Create(const VM* vm, JitConfig config)
         llvm::orc::ExecutorAddr::fromPtr(s.address),
         llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
   }
+  // The one C library function compiled code calls: LLVM lowers the
+  // zeroing of an array of variable size (ir_generator.cc, EmitTlabBump)
+  // to memset. The JIT resolves no other process symbols, so a call to
+  // anything else fails the link and the function stays interpreted.
+  void* (*const memset_fn)(void*, int, size_t) = &std::memset;
+  symbols[impl->lljit->mangleAndIntern("memset")] = {
+      llvm::orc::ExecutorAddr::fromPtr(memset_fn),
+      llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
   if (llvm::Error e = impl->lljit->getMainJITDylib().define(llvm::orc::absoluteSymbols(symbols))) {
     return absl::InternalError(absl::StrCat("JIT: ", ToString(std::move(e))));
   }

@@ -74,13 +74,28 @@ TEST_F(HeapTest, AllocationsAreZeroedAndInitialised) {
 }
 
 TEST_F(HeapTest, MemoryIsZeroedAgainAfterReuse) {
-  // Eden is reused after each collection; garbage must never leak through.
+  // Eden is reused after each collection, and TLABs are not cleared when
+  // handed out (tlab.h): each object is zeroed as it is allocated, on the
+  // fast path and on every slow path (refill, outside a TLAB). Garbage
+  // must never leak through, into fields, elements, bytes or the gc_word.
   for (int round = 0; round < 5; ++round) {
     for (int i = 0; i < 50000; ++i) {
       Object* p = NewPair(m());
+      ASSERT_EQ(p->gc_word, 0u);
       ASSERT_TRUE(p->fields()[0].IsNull() && p->fields()[1].IsNull());
       p->fields()[0] = Value::Int(-1);
       p->fields()[1] = Value::Int(-1);
+      if (i % 101 == 0) {
+        const uint64_t n = i % 700;  // up to 5.6 KiB, some outside the TLAB
+        Object* a = NewArray(m(), n);
+        Object* b = NewBytes(m(), n);
+        for (uint64_t k = 0; k < n; ++k) {
+          ASSERT_TRUE(a->elements()[k].IsNull()) << "round " << round << " element " << k;
+          ASSERT_EQ(b->bytes()[k], 0) << "round " << round << " byte " << k;
+          a->elements()[k] = Value::Int(-1);
+          b->bytes()[k] = 0xff;
+        }
+      }
     }
     Minor();
   }

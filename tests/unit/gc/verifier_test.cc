@@ -1,6 +1,8 @@
 // Death tests proving that --verify-heap catches corruption.
 #include "gc/verifier.h"
 
+#include <cstring>
+
 #include "gc/generational_heap.h"
 #include "gtest/gtest.h"
 #include "tests/unit/gc/gc_test_util.h"
@@ -58,10 +60,19 @@ TEST_F(VerifierDeathTest, StaleForwardingBit) {
   EXPECT_DEATH(heap_->VerifyNow(m()), "gc_word");
 }
 
-TEST_F(VerifierDeathTest, DirtyTlabTail) {
+TEST_F(VerifierDeathTest, StaleBytesInALiveTlabTailAreSkipped) {
+  // A TLAB is not zeroed (tlab.h): its unused tail holds whatever eden held
+  // before, and the eden walk skips it by the thread's Tlab.
   NewPair(m());
-  *reinterpret_cast<uint64_t*>(m()->tlab.top + 8) = 5;
-  EXPECT_DEATH(heap_->VerifyNow(m()), "TLAB free word");
+  std::memset(reinterpret_cast<void*>(m()->tlab.top), 0xab, m()->tlab.end - m()->tlab.top);
+  heap_->VerifyNow(m());
+}
+
+TEST_F(VerifierDeathTest, FillerWordPastEdenTop) {
+  Object* a = NewPair(m());
+  NewPair(m());
+  *reinterpret_cast<uint64_t*>(a) = FillerWord(size_t{1} << 30);
+  EXPECT_DEATH(heap_->VerifyNow(m()), "filler word");
 }
 
 }  // namespace
