@@ -143,6 +143,12 @@ SafepointState SafepointManager::SetState(Mutator* m, SafepointState to) {
     // The owner may have seen kRunning meanwhile and be waiting: parking
     // wakes it.
     if (active_ && owner_ != m) ParkLocked(m);
+  } else if (permanent_ && owner_ != m && from == SafepointState::kBlocked) {
+    // VM death (point 6) counted this thread as stopped while it was
+    // blocked, typically a callback waiting on a raw monitor. Back in
+    // native it would run agent code alongside VMDeath, which must be the
+    // last event: it parks for good instead.
+    ParkLocked(m);
   } else {
     cv_.SignalAll();  // the owner may be waiting for this thread
   }

@@ -45,7 +45,10 @@
 // 6. VM death (BeginPermanent) is a safepoint that never ends, and it also
 //    waits for kNative threads: callbacks in flight finish (or park, when
 //    they call a function that needs the VM) before VMDeath is delivered,
-//    so VMDeath stays the last event. From the moment the permanent stop is
+//    so VMDeath stays the last event. It cannot wait for kBlocked threads (a
+//    callback waiting on a raw monitor may wait for the dying thread), so a
+//    thread that leaves kBlocked for kNative after the stop parks for good:
+//    its callback never runs on beside VMDeath. From the moment the permanent stop is
 //    requested, non-mutators give up on Begin at once (stopped_for_good), so
 //    an agent thread forcing a collection cannot hold up the stop while a
 //    callback waits on a lock that agent thread holds.

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -205,6 +206,38 @@ TEST_F(SafepointTest, NativeThreadDoesNotHoldUpCollectionsAndStatesNest) {
     }
   });
   EXPECT_EQ(heap_->Stats().full_collections, 3u);
+}
+
+TEST_F(SafepointTest, ACallbackBlockedWhenTheVmDiesNeverRunsOn) {
+  // VM death waits for native threads (callbacks in flight) but not for
+  // blocked ones (a callback waiting on a raw monitor): gc/safepoint.h,
+  // point 6. When such a wait ends after the stop, the thread must not go
+  // back to native, where its callback would run beside VMDeath (a TSan
+  // report in the tools suite, 2026-11-27): it parks for good. In a child
+  // process, since the parked thread never ends.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        std::atomic<int> step{0};
+        TestThread t;
+        std::thread callback([&] {
+          heap_->AttachMutator(&t.mutator);
+          heap_->SetSafepointState(&t.mutator, SafepointState::kNative);   // the callback
+          heap_->SetSafepointState(&t.mutator, SafepointState::kBlocked);  // its wait
+          step = 1;
+          while (step != 2) std::this_thread::yield();
+          heap_->SetSafepointState(&t.mutator, SafepointState::kNative);  // the wait ends
+          std::_Exit(1);  // the callback ran on after the stop
+        });
+        while (step != 1) std::this_thread::yield();
+        heap_->StopMutatorsForExit(m());  // does not wait for the blocked thread
+        step = 2;
+        while (SafepointManager::StateOfSelf(&t.mutator) != SafepointState::kStopped) {
+          std::this_thread::yield();
+        }
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST_F(SafepointTest, ExitStopByANonMutatorBelongsToItsThread) {
