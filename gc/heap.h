@@ -240,14 +240,29 @@ inline constexpr size_t kMaxTlabObjectSize = size_t{8} << 10;
 inline void ZeroAllButKlass(uintptr_t obj, size_t size) {
   auto* w = reinterpret_cast<uint64_t*>(obj);
   switch (size / 8) {
-    case 8: w[7] = 0; [[fallthrough]];
-    case 7: w[6] = 0; [[fallthrough]];
-    case 6: w[5] = 0; [[fallthrough]];
-    case 5: w[4] = 0; [[fallthrough]];
-    case 4: w[3] = 0; [[fallthrough]];
-    case 3: w[2] = 0; [[fallthrough]];
-    case 2: w[1] = 0; break;
-    default: std::memset(w + 1, 0, size - 8);
+    case 8:
+      w[7] = 0;
+      [[fallthrough]];
+    case 7:
+      w[6] = 0;
+      [[fallthrough]];
+    case 6:
+      w[5] = 0;
+      [[fallthrough]];
+    case 5:
+      w[4] = 0;
+      [[fallthrough]];
+    case 4:
+      w[3] = 0;
+      [[fallthrough]];
+    case 3:
+      w[2] = 0;
+      [[fallthrough]];
+    case 2:
+      w[1] = 0;
+      break;
+    default:
+      std::memset(w + 1, 0, size - 8);
   }
 }
 

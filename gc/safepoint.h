@@ -48,10 +48,10 @@
 //    so VMDeath stays the last event. It cannot wait for kBlocked threads (a
 //    callback waiting on a raw monitor may wait for the dying thread), so a
 //    thread that leaves kBlocked for kNative after the stop parks for good:
-//    its callback never runs on beside VMDeath. From the moment the permanent stop is
-//    requested, non-mutators give up on Begin at once (stopped_for_good), so
-//    an agent thread forcing a collection cannot hold up the stop while a
-//    callback waits on a lock that agent thread holds.
+//    its callback never runs on beside VMDeath. From the moment the
+//    permanent stop is requested, non-mutators give up on Begin at once
+//    (stopped_for_good), so an agent thread forcing a collection cannot hold
+//    up the stop while a callback waits on a lock that agent thread holds.
 // 7. SetState's fast path is lock-free, as HotSpot's thread-state
 //    transitions: a seq_cst store of the state and a seq_cst load of active_
 //    (see SetState for why no wakeup or pause can be missed); the mutex is
