@@ -127,6 +127,7 @@ class GenerationalHeap final : public Heap {
   // its TLAB: the one re-arming sequence, at attach and at every
   // reconfiguration. On m's thread, or with m stopped at a safepoint.
   void RearmSampler(Mutator* m);
+  // Places `size` bytes (not zeroed: AllocateSlowPath zeroes the object).
   // `within_target`: a large object that would take the old generation past
   // old_target_ is refused (0, and *over_target set), so that the caller
   // collects first (collection.cc, design 7). False right after a full

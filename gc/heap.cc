@@ -7,10 +7,11 @@
 // 1. It is a poll site: a pending safepoint is honoured first.
 // 2. Requests that cannot fit even in an empty heap return nullptr at once.
 // 3. Memory is zeroed by the thread that allocates it, one object at a time:
-//    here for the objects the slow path places (in a TLAB, outside one, or
-//    large), in gc::Allocate and the JIT's copy of it for the fast path. A
-//    TLAB is not cleared at refill (tlab.h), and a pause never clears
-//    memory, so it stays proportional to the survivors.
+//    here, at the one point where the slow path initialises the object it
+//    placed (in a TLAB, outside one, or large; design 5), and in
+//    gc::Allocate and the JIT's copy of it for the fast path. A TLAB is not
+//    cleared at refill (tlab.h), and a pause never clears memory, so it
+//    stays proportional to the survivors.
 // 4. On failure it collects (minor first for small objects, then full), and
 //    the thread that collects allocates inside its own pause, before any
 //    other thread resumes. Only when that fails right after a full collection
@@ -181,7 +182,6 @@ uintptr_t GenerationalHeap::TryAllocate(Mutator* m, size_t size, bool within_tar
       o = old_->AllocateLarge(size);
     }
     if (o == nullptr) return 0;
-    std::memset(o, 0, size);
     bytes_allocated_.fetch_add(size, std::memory_order_relaxed);
     large_objects_.fetch_add(1, std::memory_order_relaxed);
     return reinterpret_cast<uintptr_t>(o);
@@ -190,7 +190,6 @@ uintptr_t GenerationalHeap::TryAllocate(Mutator* m, size_t size, bool within_tar
   if (size <= t.end - t.top) {  // only when current_end was lowered
     const uintptr_t p = t.top;
     t.top += size;
-    std::memset(reinterpret_cast<void*>(p), 0, size);
     return p;
   }
   TlabSizer& sizer = MutatorData::Of(m)->tlab_sizer;
@@ -198,7 +197,6 @@ uintptr_t GenerationalHeap::TryAllocate(Mutator* m, size_t size, bool within_tar
     RetireTlab(m);
     const size_t tlab_bytes = sizer.desired_bytes();
     if (const uintptr_t p = young_->AllocateEden(tlab_bytes); p != 0) {
-      std::memset(reinterpret_cast<void*>(p), 0, size);  // the object, not the TLAB
       sizer.RecordRefill(tlab_bytes);
       t.start = p;
       t.top = p + size;
@@ -210,7 +208,6 @@ uintptr_t GenerationalHeap::TryAllocate(Mutator* m, size_t size, bool within_tar
   }
   const uintptr_t p = young_->AllocateEden(size);
   if (p == 0) return 0;
-  std::memset(reinterpret_cast<void*>(p), 0, size);
   bytes_allocated_.fetch_add(size, std::memory_order_relaxed);
   sizer.RecordAllocatedBytes(size);
   return p;
@@ -253,8 +250,11 @@ Object* AllocateSlowPath(Mutator* m, const ClassLayout* cls, size_t size, uint64
     return nullptr;
   }
 
+  // Zeroed here, once for every path, and outside any pause: TryAllocate
+  // may have run inside the collection this thread just did (design 4).
+  ZeroAllButKlass(mem, size);
   auto* obj = reinterpret_cast<Object*>(mem);
-  obj->klass = cls;  // gc_word and body are zero (TryAllocate)
+  obj->klass = cls;
   if (cls->kind != LayoutKind::kFields) obj->set_length(length);
 
   // ---- The sampler's one call site (docs/sampling.md) ----

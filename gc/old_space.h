@@ -54,7 +54,8 @@ class OldSpace {
   // A cell for a promoted object of `size` bytes (<= kLargeObjectThreshold).
   // Contents are garbage: the caller copies the whole object over it.
   Object* AllocateSmall(size_t size);
-  // A zero-filled run of pages for a large object; nullptr when no run fits.
+  // A run of pages for a large object, not zeroed (the allocation slow path
+  // zeroes the object, gc/heap.cc); nullptr when no run fits.
   Object* AllocateLarge(size_t size);
 
   // Calls fn for every object whose header lies in [from, to), which must lie

@@ -10,7 +10,7 @@
 //    never touches eden and its cost stays proportional to the survivors.
 // 2. Eden is parsable below its top, to the verifier (the only walker): it
 //    is a sequence of objects (non-null, 8-aligned klass word), zero words
-//    (an object zeroed but not yet given its klass), filler words that cover
+//    (eden never written; skipped one by one), filler words that cover
 //    a retired TLAB's unused tail (FillerWord: odd, so never a klass), and
 //    the unused tails of live TLABs, which hold stale bytes and which the
 //    walker skips by the owning thread's Tlab.
