@@ -8,7 +8,10 @@ Checks, as a user would meet them:
     minivm's own): every line is `START SIZE name` in hex, sizes are not 0,
     ranges do not overlap, and every function `--verbose:jit` reports as
     compiled or optimised (name and address) starts a range named
-    `minivm:NAME (FILE:LINE)` with the line of its `fn`.
+    `minivm:NAME (FILE:LINE)` with the line of its `fn`; the only other
+    ranges are the JIT's 14 trampolines between compiled code's two entries
+    (docs/jit.md, "Calls"), `minivm:enter_optimised.N` and
+    `minivm:enter_quick.N` for N in 0..6.
  2. `--jit=auto` (compiled in the background while the program runs): the
     same for the functions compiled by the time it exits.
  3. `--perf-map=FILE` writes FILE instead.
@@ -102,8 +105,12 @@ def check_compiled_in_map(err, ranges, program_path, label, expect_all):
         check(address in by_start, f"{label}: {fn} at {address:x} starts no range")
         if address in by_start:
             check(by_start[address][1] == want, f"{label}: {by_start[address][1]!r} != {want!r}")
-    check(len(ranges) == len(code),
-          f"{label}: {len(ranges)} ranges for {len(code)} compilations")
+    trampolines = sorted(name for _, _, name in ranges if name.startswith("minivm:enter_"))
+    want_trampolines = sorted(f"minivm:enter_{kind}.{n}" for kind in ("optimised", "quick")
+                              for n in range(7))
+    check(trampolines == want_trampolines, f"{label}: trampolines {trampolines}")
+    check(len(ranges) == len(code) + len(want_trampolines),
+          f"{label}: {len(ranges)} ranges for {len(code)} compilations and the trampolines")
 
 
 def main():

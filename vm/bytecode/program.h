@@ -90,6 +90,8 @@ class FieldCache {
 // exit. No Value has those bits (even, so not an int; not null; below any
 // object's address). JitEntry is the type it is stored as; callers cast it
 // to the type with the arguments (RunCompiled in vm/runtime/interpreter.cc).
+// That is the C calling convention. Optimised code has a second entry of
+// the same signature in the JIT's own convention (Function::jit_body).
 inline constexpr int kMaxRegisterArity = 6;
 using JitEntry = uint64_t (*)(void* thread, void* frame, uint32_t entry);
 
@@ -127,6 +129,16 @@ struct Function {
   mutable std::atomic<uint32_t> hotness{0};
   mutable std::atomic<JitState> jit_state{JitState::kInterpreted};
   mutable std::atomic<JitEntry> jit_code{nullptr};
+  // The entry optimised code calls (vm/jit/ir_generator.cc, design 8): the
+  // same signature in the JIT's own calling convention (preserve_none on
+  // x86-64: the callee saves no registers, so a call between optimised
+  // functions saves only what the caller keeps live across it). Never
+  // called from C++. Null exactly while `jit_code` is. For optimised code
+  // it is the code itself and `jit_code` a shared trampoline into it; for
+  // quick code, a shared trampoline into `jit_code`. Both trampolines find
+  // their target through the pushed frame's function, and each pointer is
+  // published (release) after the one its trampoline reads.
+  mutable std::atomic<const void*> jit_body{nullptr};
 };
 
 class SymbolTable {

@@ -64,6 +64,22 @@
 //     the arguments home, nulls the callee's other locals and runs it in
 //     the interpreter. The interpreter calls compiled code the same way
 //     (RunCompiled in vm/runtime/interpreter.cc).
+//     Two entries, two conventions: optimised code is emitted with LLVM's
+//     preserve_none (OptimisedCallingConv), in which the callee saves no
+//     registers, so an optimised caller saves only what it keeps live
+//     across the call and a leaf saves nothing; it calls Function::jit_body.
+//     Quick code and C++ use the C convention and Function::jit_code. Quick
+//     code cannot take preserve_none: fast instruction selection lowers
+//     neither its arguments nor its return and fell back to SelectionDAG in
+//     every function (19% more LLVM instructions for eager's start-up). The
+//     two meet through shared trampolines, one per register arity, linked
+//     once (EmitTrampolines): an optimised function's jit_code is
+//     enter_optimised.N (C, calls frame->fn->jit_body), a quick function's
+//     jit_body is enter_quick.N (preserve_none, calls frame->fn->jit_code).
+//     They read the callee's Frame, which every caller has pushed, so no
+//     per-function wrapper is compiled (one made eager's start-up 1.43x).
+//     Rejected: preserve_none everywhere with C++ entering through
+//     trampolines (the quick tier's fallback above).
 //  9. Errors: the runtime raises on the thread; compiled code returns the
 //     error sentinel up the native chain with the frames untouched, so the
 //     trace is the interpreter's.
@@ -127,6 +143,18 @@
 
 namespace minivm::jit {
 namespace {
+
+int RegisterArgs(int arity) { return arity <= kMaxRegisterArity ? arity : 0; }
+
+// Compiled code's type with `register_args` arguments in registers
+// (program.h, design 8).
+llvm::FunctionType* CodeTypeOf(llvm::LLVMContext& ctx, int register_args) {
+  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
+  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
+  std::vector<llvm::Type*> params = {ptr, ptr, llvm::Type::getInt32Ty(ctx)};
+  params.insert(params.end(), register_args, i64);
+  return llvm::FunctionType::get(i64, params, false);
+}
 
 using llvm::BasicBlock;
 using llvm::IRBuilder;
@@ -283,13 +311,8 @@ class IrGenerator {
                            Const64(0));
   }
   // The compiled code's type for a function of `arity` parameters
-  // (JitEntry, design 8).
-  llvm::FunctionType* CodeType(int arity) {
-    std::vector<llvm::Type*> params = {ptr_, ptr_, i32_};
-    params.insert(params.end(), RegisterArgs(arity), i64_);
-    return llvm::FunctionType::get(i64_, params, false);
-  }
-  static int RegisterArgs(int arity) { return arity <= kMaxRegisterArity ? arity : 0; }
+  // (program.h, design 8).
+  llvm::FunctionType* CodeType(int arity) { return CodeTypeOf(ctx_, RegisterArgs(arity)); }
 
   // The poll at a loop back-edge or a call: its cold path writes slots
   // [from, n) home (the others are home already), sets t->sp = base + n and
@@ -524,6 +547,7 @@ void IrGenerator::EmitTierUp(int n, uint32_t pc_off, uint32_t entry) {
   for (int i = 0; i < RegisterArgs(fn_.arity); ++i) {
     args.push_back(entry == 0 ? Get(i) : Const64(0));
   }
+  // Through jit_code, so in the C convention, as quick code's own.
   b_.CreateRet(b_.CreateCall(llvm_fn_->getFunctionType(), code, args));
   b_.SetInsertPoint(cont);
 }
@@ -895,7 +919,12 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   if (callee == &Root().fn_) {  // self-recursion, maybe from an inlined copy
     target = llvm_fn_;
   } else {
-    llvm::LoadInst* code = b_.CreateAlignedLoad(ptr_, ConstPtr(&callee->jit_code), llvm::Align(8));
+    // Optimised code calls bodies in its own convention, quick code C
+    // entries (design 8).
+    const bool optimised = Root().hot_threshold_ == 0;
+    llvm::LoadInst* code = b_.CreateAlignedLoad(
+        ptr_, optimised ? ConstPtr(&callee->jit_body) : ConstPtr(&callee->jit_code),
+        llvm::Align(8));
     code->setAtomic(llvm::AtomicOrdering::Acquire);
     target = code;
   }
@@ -909,7 +938,8 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   b_.SetInsertPoint(compiled);
   std::vector<LValue*> call_args = {thread_, next, b_.getInt32(0)};
   call_args.insert(call_args.end(), args.begin(), args.begin() + in_registers);
-  LValue* result_compiled = b_.CreateCall(CodeType(argc), target, call_args);
+  llvm::CallInst* result_compiled = b_.CreateCall(CodeType(argc), target, call_args);
+  result_compiled->setCallingConv(llvm_fn_->getCallingConv());  // the tier's (design 8)
   BasicBlock* compiled_end = b_.GetInsertBlock();
   b_.CreateBr(returned);
 
@@ -1181,6 +1211,9 @@ absl::Status IrGenerator::Emit(const std::string& symbol) {
 
   llvm_fn_ =
       llvm::Function::Create(CodeType(fn_.arity), llvm::Function::ExternalLinkage, symbol, module_);
+  if (hot_threshold_ == 0) {
+    llvm_fn_->setCallingConv(OptimisedCallingConv(llvm::Triple(module_->getTargetTriple())));
+  }
   llvm_fn_->addFnAttr(llvm::Attribute::NoUnwind);
   thread_ = llvm_fn_->getArg(0);
   frame_ = llvm_fn_->getArg(1);
@@ -1381,6 +1414,57 @@ absl::Status IrGenerator::EmitInlineBody(IrGenerator& outer, LValue* frame, LVal
 }
 
 }  // namespace
+
+llvm::CallingConv::ID OptimisedCallingConv(const llvm::Triple& target) {
+  return target.getArch() == llvm::Triple::x86_64 ? llvm::CallingConv::PreserveNone
+                                                  : llvm::CallingConv::C;
+}
+
+std::string TrampolineSymbol(Trampoline kind, int register_args) {
+  return absl::StrCat(
+      kind == Trampoline::kEnterOptimised ? "minivm.enter_optimised." : "minivm.enter_quick.",
+      register_args);
+}
+
+void EmitTrampolines(llvm::Module* module) {
+  llvm::LLVMContext& ctx = module->getContext();
+  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
+  const llvm::CallingConv::ID optimised_cc =
+      OptimisedCallingConv(llvm::Triple(module->getTargetTriple()));
+  // Offsets of the entries in a Function, which is not standard-layout
+  // (offsetof is not defined for it), measured on one.
+  const Function probe;
+  auto offset_of = [&probe](const void* member) {
+    return static_cast<uint64_t>(static_cast<const char*>(member) -
+                                 reinterpret_cast<const char*>(&probe));
+  };
+  const uint64_t jit_code = offset_of(&probe.jit_code);
+  const uint64_t jit_body = offset_of(&probe.jit_body);
+  for (Trampoline kind : {Trampoline::kEnterOptimised, Trampoline::kEnterQuick}) {
+    const bool to_body = kind == Trampoline::kEnterOptimised;
+    for (int n = 0; n <= kMaxRegisterArity; ++n) {
+      llvm::FunctionType* type = CodeTypeOf(ctx, n);
+      llvm::Function* f = llvm::Function::Create(type, llvm::Function::ExternalLinkage,
+                                                 TrampolineSymbol(kind, n), module);
+      f->setCallingConv(to_body ? llvm::CallingConv::ID{llvm::CallingConv::C} : optimised_cc);
+      f->addFnAttr(llvm::Attribute::NoUnwind);
+      IRBuilder<> b(BasicBlock::Create(ctx, "entry", f));
+      // frame->fn->jit_body or ->jit_code: the frame is pushed with its
+      // function before any entry is called (program.h).
+      LValue* fn = b.CreateAlignedLoad(
+          ptr, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), f->getArg(1), kFrameFn), llvm::Align(8));
+      llvm::LoadInst* target = b.CreateAlignedLoad(
+          ptr, b.CreateConstInBoundsGEP1_64(b.getInt8Ty(), fn, to_body ? jit_body : jit_code),
+          llvm::Align(8));
+      target->setAtomic(llvm::AtomicOrdering::Acquire);
+      std::vector<LValue*> args;
+      for (llvm::Argument& arg : f->args()) args.push_back(&arg);
+      llvm::CallInst* call = b.CreateCall(type, target, args);
+      call->setCallingConv(to_body ? optimised_cc : llvm::CallingConv::ID{llvm::CallingConv::C});
+      b.CreateRet(call);
+    }
+  }
+}
 
 absl::Status EmitFunction(const VM& vm, const Function& fn, const std::string& symbol,
                           llvm::Module* module, uint32_t hot_threshold,

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "llvm/IR/CallingConv.h"
 #include "llvm/IR/Module.h"
+#include "llvm/TargetParser/Triple.h"
 #include "vm/bytecode/program.h"
 #include "vm/runtime/vm.h"
 
@@ -21,8 +23,29 @@ struct InlinedCall {
   int line;                // of the call, in `caller`
 };
 
-// Emits `fn` into `module` as the function `symbol`, of JitEntry's
-// convention (vm/bytecode/program.h). Fails (and leaves nothing usable in
+// The calling convention of optimised code on `target` (ir_generator.cc,
+// design 8): LLVM's preserve_none on x86-64, where LLVM 19 implements it,
+// the C convention elsewhere. Quick code has the C convention: fast
+// instruction selection handles no other, and falling back to SelectionDAG
+// made the quick tier's compiles 19% dearer.
+llvm::CallingConv::ID OptimisedCallingConv(const llvm::Triple& target);
+
+// The shared trampolines between the two entries of compiled code
+// (Function::jit_code and jit_body in vm/bytecode/program.h), one per
+// number of register arguments, 0 to kMaxRegisterArity. Each has compiled
+// code's signature and finds its target through the frame's function.
+enum class Trampoline {
+  kEnterOptimised,  // C convention; calls frame->fn->jit_body (optimised code)
+  kEnterQuick,      // optimised code's convention; calls frame->fn->jit_code
+};
+std::string TrampolineSymbol(Trampoline kind, int register_args);
+
+// Emits every trampoline into `module` (its target triple set).
+void EmitTrampolines(llvm::Module* module);
+
+// Emits `fn` into `module` as the function `symbol`, of compiled code's
+// signature (JitEntry in vm/bytecode/program.h) in its tier's calling
+// convention (OptimisedCallingConv). Fails (and leaves nothing usable in
 // the module) on bytecode the analysis rejects: the function then stays
 // interpreted. A nonzero `hot_threshold` makes quick-tier code, which counts
 // hotness and moves to optimised code (ir_generator.cc, design 11); 0 makes

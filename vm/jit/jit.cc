@@ -14,9 +14,12 @@
 //     vm.max_map_count above about 33k). Emitting each function into its
 //     own module and merging with llvm::Linker was rejected: the linker
 //     re-scans the growing module per merge, quadratic in the group. Calls
-//     between compiled Functions go through Function::jit_code
+//     between compiled Functions go through Function::jit_code or jit_body
 //     (ir_generator.cc, design 8), so functions never reference each
 //     other's symbols and a group's optimisation cannot inline across them.
+//     The trampolines between the two entries are linked once, in Create,
+//     before anything is compiled; if they cannot be (a --jit-memory too
+//     small for them), every function stays interpreted with that reason.
 //  2. Two tiers. The quick tier (--jit=eager, every function before the
 //     program starts) runs SROA/mem2reg, so slots live in registers, and
 //     LowerSwitch, then fast instruction selection and the fast register
@@ -136,6 +139,7 @@ std::string SymbolFor(const Function& fn) {
 // `minivm:NAME (FILE:LINE)`, "" for anything else.
 std::string PerfMapName(const Program& program, llvm::StringRef symbol) {
   if (!symbol.consume_front("minivm.")) return "";
+  if (symbol.starts_with("enter_")) return absl::StrCat("minivm:", symbol.str());
   size_t index = 0;
   if (symbol.consumeInteger(10, index) || index >= program.functions.size()) return "";
   const Function& fn = *program.functions[index];
@@ -201,10 +205,18 @@ struct Jit::Impl {
   llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> EmitObject(
       llvm::Module* module, Tier tier, llvm::TargetMachine* machine) const;
   // Links `object`, one link at a time (link_mu), and returns the
-  // addresses of `members`' symbols, or why it failed.
-  absl::StatusOr<std::vector<void*>> Link(
-      std::unique_ptr<llvm::MemoryBuffer> object,
-      const std::vector<std::pair<const Function*, std::string>>& members);
+  // addresses of `symbols`, or why it failed.
+  absl::StatusOr<std::vector<void*>> Link(std::unique_ptr<llvm::MemoryBuffer> object,
+                                          const std::vector<std::string>& symbols);
+  // Generates and links the trampolines between compiled code's two
+  // entries (design 8).
+  absl::Status LinkTrampolines();
+  // The trampolines by kind and number of register arguments; set once, in
+  // Create, before anything is compiled.
+  const void* enter_optimised[kMaxRegisterArity + 1] = {};
+  const void* enter_quick[kMaxRegisterArity + 1] = {};
+  // Why the trampolines could not be linked; nothing is compiled then.
+  std::string no_trampolines;
   // Runs `tier`'s IR pipeline over `module`.
   void Optimize(llvm::Module* module, Tier tier, llvm::TargetMachine* machine) const;
 
@@ -294,7 +306,35 @@ absl::StatusOr<std::unique_ptr<Jit>> Jit::Create(const VM* vm, JitConfig config)
   if (llvm::Error e = impl->lljit->getMainJITDylib().define(llvm::orc::absoluteSymbols(symbols))) {
     return absl::InternalError(absl::StrCat("JIT: ", ToString(std::move(e))));
   }
+  // A --jit-memory too small even for these leaves every function
+  // interpreted, with the reason under --verbose:jit (design 6).
+  if (absl::Status linked = impl->LinkTrampolines(); !linked.ok()) {
+    impl->no_trampolines =
+        absl::StrCat("the JIT's trampolines could not be linked: ", linked.message());
+  }
   return std::unique_ptr<Jit>(new Jit(std::move(impl)));
+}
+
+absl::Status Jit::Impl::LinkTrampolines() {
+  llvm::LLVMContext context;
+  llvm::Module module("minivm.trampolines", context);
+  module.setDataLayout(lljit->getDataLayout());
+  module.setTargetTriple(lljit->getTargetTriple().str());
+  EmitTrampolines(&module);
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> object =
+      EmitObject(&module, Tier::kOptimized, optimizing_machine.get());
+  if (!object) return absl::InternalError(ToString(object.takeError()));
+  std::vector<std::string> symbols;
+  for (Trampoline kind : {Trampoline::kEnterOptimised, Trampoline::kEnterQuick}) {
+    for (int n = 0; n <= kMaxRegisterArity; ++n) symbols.push_back(TrampolineSymbol(kind, n));
+  }
+  absl::StatusOr<std::vector<void*>> addresses = Link(std::move(*object), symbols);
+  if (!addresses.ok()) return addresses.status();
+  for (int n = 0; n <= kMaxRegisterArity; ++n) {
+    enter_optimised[n] = (*addresses)[n];
+    enter_quick[n] = (*addresses)[kMaxRegisterArity + 1 + n];
+  }
+  return absl::OkStatus();
 }
 
 Jit::Jit(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -459,6 +499,10 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns, Tier tier,
       }
       continue;
     }
+    if (!no_trampolines.empty()) {
+      Refuse(fn, no_trampolines);
+      continue;
+    }
     // Design 6: once a group has been refused, nothing more is compiled.
     if (code_memory != nullptr && code_memory->refused()) {
       Refuse(fn, absl::StrCat("JIT memory limit reached (--jit-memory=", config.memory_limit,
@@ -517,7 +561,9 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns, Tier tier,
   if (!object) return refuse_all(ToString(object.takeError()));
   group.reset();
   context.reset();
-  absl::StatusOr<std::vector<void*>> addresses = Link(std::move(*object), members);
+  std::vector<std::string> symbols;
+  for (const auto& member : members) symbols.push_back(member.second);
+  absl::StatusOr<std::vector<void*>> addresses = Link(std::move(*object), symbols);
   if (!addresses.ok()) return refuse_all(addresses.status().message());
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -529,7 +575,17 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns, Tier tier,
   for (size_t i = 0; i < members.size(); ++i) {
     const Function* fn = members[i].first;
     const bool tier_up = fn->jit_code.load(std::memory_order_relaxed) != nullptr;
-    fn->jit_code.store(reinterpret_cast<JitEntry>((*addresses)[i]), std::memory_order_release);
+    // Design 8: each entry is published after the one its trampoline reads.
+    void* const code = (*addresses)[i];
+    const int register_args = fn->arity <= kMaxRegisterArity ? fn->arity : 0;
+    if (tier == Tier::kQuick) {
+      fn->jit_code.store(reinterpret_cast<JitEntry>(code), std::memory_order_release);
+      fn->jit_body.store(enter_quick[register_args], std::memory_order_release);
+    } else {
+      fn->jit_body.store(code, std::memory_order_release);
+      fn->jit_code.store(reinterpret_cast<JitEntry>(enter_optimised[register_args]),
+                         std::memory_order_release);
+    }
     fn->jit_state.store(tier == Tier::kQuick ? JitState::kQuick : JitState::kCompiled,
                         std::memory_order_relaxed);
     if (config.verbose) {
@@ -545,9 +601,8 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns, Tier tier,
   }
 }
 
-absl::StatusOr<std::vector<void*>> Jit::Impl::Link(
-    std::unique_ptr<llvm::MemoryBuffer> object,
-    const std::vector<std::pair<const Function*, std::string>>& members) {
+absl::StatusOr<std::vector<void*>> Jit::Impl::Link(std::unique_ptr<llvm::MemoryBuffer> object,
+                                                   const std::vector<std::string>& symbols) {
   std::lock_guard<std::mutex> link_lock(link_mu);
   {
     std::lock_guard<std::mutex> lock(session_error_mu);
@@ -557,7 +612,7 @@ absl::StatusOr<std::vector<void*>> Jit::Impl::Link(
     return absl::InternalError(ToString(std::move(e)));
   }
   llvm::orc::SymbolLookupSet wanted;
-  for (const auto& member : members) wanted.add(lljit->mangleAndIntern(member.second));
+  for (const std::string& symbol : symbols) wanted.add(lljit->mangleAndIntern(symbol));
   llvm::orc::JITDylib& dylib = lljit->getMainJITDylib();
   llvm::Expected<llvm::orc::SymbolMap> found = lljit->getExecutionSession().lookup(
       llvm::orc::makeJITDylibSearchOrder(&dylib, llvm::orc::JITDylibLookupFlags::MatchAllSymbols),
@@ -569,9 +624,8 @@ absl::StatusOr<std::vector<void*>> Jit::Impl::Link(
     return absl::InternalError(session_error.empty() ? why : session_error);
   }
   std::vector<void*> addresses;
-  for (const auto& member : members) {
-    addresses.push_back(
-        (*found)[lljit->mangleAndIntern(member.second)].getAddress().toPtr<void*>());
+  for (const std::string& symbol : symbols) {
+    addresses.push_back((*found)[lljit->mangleAndIntern(symbol)].getAddress().toPtr<void*>());
   }
   return addresses;
 }
