@@ -15,7 +15,9 @@ concurrently) whose main calls every one of them, and checks:
     gives the right answer, every function that did not fit is one
     `not compiled, stays interpreted: JIT memory limit reached` line under
     --verbose:jit, there is no other stderr output (no "JIT session
-    error"), and without --verbose:jit stderr is empty.
+    error"), and without --verbose:jit stderr is empty. With a cap too
+    small even for the JIT's trampolines (--jit-memory=1), every function
+    stays interpreted with that reason, and the answer is the same.
  3. A malformed --jit-memory is one line and exit code 2.
 """
 import argparse
@@ -86,6 +88,17 @@ def main():
               f"{n + 2} functions: {err[-800:]!r}")
         rc, out, err = run([args.minivm, "--jit=eager", "--jit-memory=64k", path])
         check(rc == 0 and out == want and err == "", f"capped quiet: rc={rc} err={err[-500:]!r}")
+        rc, out, err = run([args.minivm, "--jit=eager", "--jit-memory=1", "--verbose:jit", path])
+        lines = err.splitlines()
+        no_trampolines = [l for l in lines if re.match(
+            r"\[jit\] \S+: not compiled, stays interpreted: the JIT's trampolines could not be "
+            r"linked: JIT memory limit reached \(--jit-memory=1 bytes, 0 in use, \d+ more needed\)$",
+            l)]
+        too_big = [l for l in lines if l.startswith("[jit] main: stays interpreted: ")]
+        check(rc == 0 and out == want and
+              len(no_trampolines) + len(too_big) == len(lines) == n + 2,
+              f"no room for the trampolines: rc={rc} {len(no_trampolines)} of {len(lines)} "
+              f"lines: {err[-800:]!r}")
 
         # 3. Mistakes.
         for bad in ("--jit-memory=", "--jit-memory=lots", "--jit-memory=0"):
