@@ -133,11 +133,14 @@ struct Function {
   // same signature in the JIT's own calling convention (preserve_none on
   // x86-64: the callee saves no registers, so a call between optimised
   // functions saves only what the caller keeps live across it). Never
-  // called from C++. Null exactly while `jit_code` is. For optimised code
-  // it is the code itself and `jit_code` a shared trampoline into it; for
-  // quick code, a shared trampoline into `jit_code`. Both trampolines find
-  // their target through the pushed frame's function, and each pointer is
-  // published (release) after the one its trampoline reads.
+  // called from C++. For optimised code it is the code itself and
+  // `jit_code` a shared trampoline into it; for quick code, a shared
+  // trampoline into `jit_code`. Both trampolines find their target through
+  // the pushed frame's function, and each pointer is published (release)
+  // after the one its trampoline reads, so either pointer, once loaded
+  // (acquire), leads to complete code. Null until the first code is
+  // published; a compiled caller that finds it null runs the callee in the
+  // interpreter, as for any callee not compiled yet.
   mutable std::atomic<const void*> jit_body{nullptr};
 };
 
