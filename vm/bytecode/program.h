@@ -93,6 +93,9 @@ class FieldCache {
 // That is the C calling convention. Optimised code has a second entry of
 // the same signature in the JIT's own convention (Function::jit_body).
 inline constexpr int kMaxRegisterArity = 6;
+// How many of a Function of `arity` parameters' arguments compiled code
+// takes in registers: all of them up to kMaxRegisterArity, else none.
+constexpr int RegisterArgs(int arity) { return arity <= kMaxRegisterArity ? arity : 0; }
 using JitEntry = uint64_t (*)(void* thread, void* frame, uint32_t entry);
 
 // Tiering state of a Function (vm/jit/jit.h). kQuick: compiled at the quick

@@ -144,8 +144,6 @@
 namespace minivm::jit {
 namespace {
 
-int RegisterArgs(int arity) { return arity <= kMaxRegisterArity ? arity : 0; }
-
 // Compiled code's type with `register_args` arguments in registers
 // (program.h, design 8).
 llvm::FunctionType* CodeTypeOf(llvm::LLVMContext& ctx, int register_args) {

@@ -577,13 +577,12 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns, Tier tier,
     const bool tier_up = fn->jit_code.load(std::memory_order_relaxed) != nullptr;
     // Design 8: each entry is published after the one its trampoline reads.
     void* const code = (*addresses)[i];
-    const int register_args = fn->arity <= kMaxRegisterArity ? fn->arity : 0;
     if (tier == Tier::kQuick) {
       fn->jit_code.store(reinterpret_cast<JitEntry>(code), std::memory_order_release);
-      fn->jit_body.store(enter_quick[register_args], std::memory_order_release);
+      fn->jit_body.store(enter_quick[RegisterArgs(fn->arity)], std::memory_order_release);
     } else {
       fn->jit_body.store(code, std::memory_order_release);
-      fn->jit_code.store(reinterpret_cast<JitEntry>(enter_optimised[register_args]),
+      fn->jit_code.store(reinterpret_cast<JitEntry>(enter_optimised[RegisterArgs(fn->arity)]),
                          std::memory_order_release);
     }
     fn->jit_state.store(tier == Tier::kQuick ? JitState::kQuick : JitState::kCompiled,

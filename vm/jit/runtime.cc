@@ -68,9 +68,9 @@ uint64_t minivm_jit_call_interpreted(VMThread* t, Frame* frame, uint64_t a0, uin
   const minivm::Function* fn = frame->fn;
   minivm::gc::Value* base = frame->base;
   static_assert(minivm::kMaxRegisterArity == 6);
-  if (fn->arity <= minivm::kMaxRegisterArity) {
-    const uint64_t args[] = {a0, a1, a2, a3, a4, a5};
-    for (int i = 0; i < fn->arity; ++i) base[i] = minivm::gc::Value::FromBits(args[i]);
+  const uint64_t args[] = {a0, a1, a2, a3, a4, a5};
+  for (int i = 0; i < minivm::RegisterArgs(fn->arity); ++i) {
+    base[i] = minivm::gc::Value::FromBits(args[i]);
   }
   for (int i = fn->arity; i < fn->num_locals; ++i) base[i] = minivm::gc::Value::Null();
   frame->pc = fn->code.data();

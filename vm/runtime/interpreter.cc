@@ -118,7 +118,7 @@ ABSL_ATTRIBUTE_NOINLINE Outcome RunCompiled(VMThread* t, const Function* fn, Jit
   static_assert(kMaxRegisterArity == 6, "one case per register arity");
   const Value* args = frame->base;
   uint64_t r;
-  switch (fn->arity > kMaxRegisterArity ? 0 : fn->arity) {
+  switch (RegisterArgs(fn->arity)) {
     case 0: r = CallCompiled(code, t, frame, entry, args, std::make_index_sequence<0>()); break;
     case 1: r = CallCompiled(code, t, frame, entry, args, std::make_index_sequence<1>()); break;
     case 2: r = CallCompiled(code, t, frame, entry, args, std::make_index_sequence<2>()); break;
