@@ -58,7 +58,7 @@ struct JitConfig {
   bool verbose = false;           // --verbose:jit: one line per compilation and OSR
   bool print = false;             // --print-jit: the optimised IR of each compiled function
   std::string print_only;         // --print-jit=NAME: only that function's
-  int opt_level = 2;              // LLVM optimisation level, 0..3
+  int opt_level = 2;              // --jit-opt, 0..3 (jit.cc, design 2)
   FILE* log = stderr;             // where verbose and print output go
   std::string perf_map;           // --perf-map: the perf map file to write, or "" (perf_map.h)
   uint64_t memory_limit = kDefaultJitMemory;  // --jit-memory: code memory cap (code_memory.h)

@@ -202,7 +202,7 @@ Options come before the program; everything after it is the program's.
                              running, then hot functions again at --jit-opt
   --jit-threshold=<n>        calls + loop iterations before a function counts as hot
                              (default 1000)
-  --jit-opt=<0..3>           LLVM optimisation level of hot functions' code (default 2)
+  --jit-opt=<0..3>           how far LLVM optimises hot functions' code (default 2)
   --jit-sync                 compile a hot function on the thread that found it, before
                              going on (deterministic tiering, for tests; HotSpot's -Xbatch)
   --verbose:jit              one line per compiled (or failed) function and per OSR, on stderr
