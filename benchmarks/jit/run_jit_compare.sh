@@ -233,7 +233,7 @@ compile_times() {
 }
 echo "== compile time per function (--verbose:jit) =="
 # Eager's quick tier compiles every function; its tier-up at threshold 1
-# optimises (-O2, inlining) every function that runs.
+# optimises (--jit-opt=2 and inlining) every function that runs.
 compile_times "quick tier (--jit=eager)" compiled --jit=eager
 compile_times "optimising tier (--jit=eager --jit-threshold=1 --jit-sync)" optimised \
   --jit=eager --jit-threshold=1 --jit-sync
