@@ -43,7 +43,7 @@
 //     instructions on fib, 0.98 on binary trees (performance.md, "JIT tier"
 //     11). Level 1 is the same without JumpThreading, CVP and LICM; 3 is
 //     LLVM's standard -O3. Rejected for the optimising tier: fast
-//     instruction selection after that pipeline (0.77 of the compile
+//     instruction selection after that pipeline (0.77 of its compile
 //     instructions, but code running 1.11-1.19x as many); adding DSE, or
 //     SimplifyCFG's hoisting and sinking of common instructions (no gain, or
 //     worse code).
