@@ -27,9 +27,9 @@
 //     trivial function, hotness counting included, against about 8.4M with
 //     LLVM's -O2 pipeline (callgrind, docs/performance.md "JIT tier" 6),
 //     for code that runs about twice the instructions of -O2's but keeps
-//     its slots out of memory. Its hot functions move up (ir_generator.cc, design 10). The
-//     optimising tier (hot functions: --jit=auto's, and eager's tier-up)
-//     is --jit-opt. Its default, 2, is a pipeline of our own: SROA turns
+//     its slots out of memory. Its hot functions move up (ir_generator.cc,
+//     design 10). The optimising tier (hot functions: --jit=auto's, and
+//     eager's tier-up) is --jit-opt. Its default, 2, is a pipeline of our own: SROA turns
 //     the slot allocas into registers; EarlyCSE, InstCombine, SimplifyCFG,
 //     JumpThreading, CorrelatedValuePropagation and GVN clean up the tag
 //     tests and reloads; LICM hoists loop-invariant loads. CodeGen then runs
@@ -402,7 +402,7 @@ void Jit::Impl::Optimize(llvm::Module* module, Tier tier, llvm::TargetMachine* m
                                                         /*UseMemorySSA=*/true));
     }
     mpm.addPass(llvm::createModuleToFunctionPassAdaptor(std::move(fpm)));
-  } else {
+  } else {  // 3: LLVM's standard pipeline
     mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
   }
   mpm.run(*module, mam);
