@@ -52,7 +52,7 @@
 //     (JitEntry in vm/bytecode/program.h; arguments in registers up to
 //     kMaxRegisterArity). A compiled caller writes back only its own slots
 //     below the arguments, pushes the callee's Frame with EnterFrame's
-//     checks (function and base; the callee's pc is written by its own GC
+//     checks (design 12; function and base; the callee's pc is written by its own GC
 //     points, the only places it is read), and calls it with the arguments
 //     in registers (a direct call for self-recursion, else through
 //     Function::jit_code). The callee keeps its parameters in registers and
@@ -116,8 +116,30 @@
 //     counting made a trivial function's quick compile 46% dearer (LLVM
 //     instructions, callgrind), out of line 23%. Nothing here depends on
 //     sampling; the optimising tier emits none of it.
+// 12. Frame checks once per path (optimised tier). Every call site, inlined
+//     or not, needs EnterFrame's checks (frame array, value stack) and a
+//     real call the native stack's. The optimised tier replaces them with
+//     one test of the most the whole function may need: frames_end against
+//     frame + the most frames any site pushes above it, stack_end against
+//     base + the most slots any site's callee reaches (root-relative, so
+//     inlined bodies count), and the native stack limit against this
+//     function's frame address. The test's operands are the same at every
+//     site (invariant loads of limits set before the thread runs code, the
+//     frame address, bounds fixed once the body is emitted), and a failed
+//     test leaves the compiled code for good, so GVN keeps only the first
+//     test on each path and folds every one it dominates: an activation
+//     pays one test, from its first call on, instead of three per call,
+//     and a path without calls pays none. A failed test (within a few
+//     frames of a limit, or the native stack low) writes the activation
+//     back, the inlined frames included, as for any GC point, and the
+//     interpreter continues it from that CALL to its return
+//     (minivm_jit_continue_interpreted), with its exact checks: the
+//     overflow happens where it would have, with the same trace, and a call
+//     with the native stack low runs interpreted as before. The quick tier
+//     keeps the exact checks at every site: it runs no GVN to merge tests.
 #include "vm/jit/ir_generator.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <optional>
@@ -347,10 +369,18 @@ class IrGenerator {
   BasicBlock* EmitNewArrayFastPath(int depth, bool refs);
   void EmitCall(uint32_t off, int depth);
   // EnterFrame's frame-array and value-stack checks for a call of `callee`
-  // whose frame would be `next` at `callee_base`: on overflow, writes the
-  // `n` slots home and raises as the interpreter does; else continues.
-  void EmitFrameChecks(LValue* next, LValue* callee_base, const Function& callee, int n,
-                       uint32_t off);
+  // whose frame would be `next` at slot `callee_slot` of this body's base,
+  // at the CALL at `off` with `n` slots: on overflow, writes the slots home
+  // and raises as the interpreter does; else continues, and returns whether
+  // the native stack is low there. Optimised code tests once for all sites
+  // instead (design 12).
+  LValue* EmitFrameChecks(LValue* next, int callee_slot, const Function& callee, int n,
+                          uint32_t off);
+  // Optimised code's test that covers every call site's checks at once
+  // (design 12): true when the frames, slots or native stack the function
+  // may need at most are not all there. The same value at every site, so
+  // that GVN keeps only the first on each path.
+  LValue* EmitNoRoom();
   // Design 10.
   bool Inlinable(const Function& callee);
   void EmitInlinedCall(uint32_t off, int depth, const Function& callee);
@@ -404,6 +434,20 @@ class IrGenerator {
 
   // Set when this generator emits an inlined callee (design 10).
   IrGenerator* outer_ = nullptr;
+  // Where this body's frame and slots are relative to the root's: frames
+  // above the root's frame, and the index of base_'s slot from the root's
+  // base (design 12).
+  int frame_depth_ = 0;
+  int base_slot_ = 0;
+  // Design 12, in the root only: the most frames above its own and slots
+  // above its base that any call site needs, and the placeholders in the
+  // entry block that become them once the body is emitted.
+  int room_frames_ = 0;
+  int room_slots_ = 0;
+  llvm::Instruction* room_frames_bytes_ = nullptr;
+  llvm::Instruction* room_slot_count_ = nullptr;
+  LValue* frames_bound_ = nullptr;
+  LValue* slots_bound_ = nullptr;
   // The generator of the function being compiled, at the end of outer_.
   IrGenerator& Root() { return outer_ == nullptr ? *this : outer_->Root(); }
   llvm::AllocaInst* inline_result_ = nullptr;
@@ -864,14 +908,50 @@ void IrGenerator::EmitNew(uint32_t off, int depth) {
   SetOperand(depth, -argc, obj);
 }
 
-void IrGenerator::EmitFrameChecks(LValue* next, LValue* callee_base, const Function& callee,
-                                  int n, uint32_t off) {
+LValue* IrGenerator::EmitNoRoom() {
+  IrGenerator& root = Root();
+  // The limits never change while the thread runs code (thread.cc sets them
+  // before), so the loads are invariant and GVN may merge them across calls.
+  auto limit = [&](uint64_t off) {
+    llvm::LoadInst* load =
+        b_.CreateAlignedLoad(i64_, ByteOffset(thread_, off), llvm::Align(8));
+    load->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_thread_);
+    load->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(ctx_, {}));
+    return load;
+  };
+  LValue* frames = b_.CreateICmpUGE(b_.CreatePtrToInt(root.frames_bound_, i64_),
+                                    limit(kThreadFramesEnd));
+  LValue* slots =
+      b_.CreateICmpUGT(b_.CreatePtrToInt(root.slots_bound_, i64_), limit(kThreadStackEnd));
+  LValue* native_sp = b_.CreatePtrToInt(b_.CreateCall(frameaddress_, {b_.getInt32(0)}), i64_);
+  LValue* native = b_.CreateICmpULT(native_sp, limit(kThreadNativeLimit));
+  return b_.CreateOr(b_.CreateOr(frames, slots), native);
+}
+
+LValue* IrGenerator::EmitFrameChecks(LValue* next, int callee_slot, const Function& callee, int n,
+                                     uint32_t off) {
+  const int needed_slots = callee_slot + callee.num_locals + callee.max_stack + kStackSlack;
+  if (Root().hot_threshold_ == 0) {
+    // Design 12: one test for the whole function; without room the
+    // interpreter runs the rest of the activation from this CALL, with its
+    // own exact checks.
+    IrGenerator& root = Root();
+    root.room_frames_ = std::max(root.room_frames_, frame_depth_ + 1);
+    root.room_slots_ = std::max(root.room_slots_, base_slot_ + needed_slots);
+    BasicBlock* no_room = NewBlock("no_room");
+    BasicBlock* room = NewBlock("room");
+    CondBrUnlikely(EmitNoRoom(), no_room, room);
+    b_.SetInsertPoint(no_room);
+    Spill(n, off);
+    b_.CreateRet(b_.CreateCall(Rt(kContinueInterpreted), {thread_, root.frame_}));
+    b_.SetInsertPoint(room);
+    return b_.getFalse();  // the test covered the native stack
+  }
   LValue* frames_end = LoadField(thread_, kThreadFramesEnd, ptr_, tbaa_thread_);
   LValue* stack_end = LoadField(thread_, kThreadStackEnd, ptr_, tbaa_thread_);
   LValue* frames_full =
       b_.CreateICmpUGE(b_.CreatePtrToInt(next, i64_), b_.CreatePtrToInt(frames_end, i64_));
-  LValue* needed = b_.CreateConstInBoundsGEP1_64(
-      i64_, callee_base, callee.num_locals + callee.max_stack + kStackSlack);
+  LValue* needed = b_.CreateConstInBoundsGEP1_64(i64_, base_, needed_slots);
   LValue* stack_full =
       b_.CreateICmpUGT(b_.CreatePtrToInt(needed, i64_), b_.CreatePtrToInt(stack_end, i64_));
   BasicBlock* overflow = NewBlock("stack_overflow");
@@ -883,6 +963,9 @@ void IrGenerator::EmitFrameChecks(LValue* next, LValue* callee_base, const Funct
   b_.CreateCall(Rt(kStackOverflow), {thread_, b_.CreateZExt(frames_full, i32_)});
   ReturnError();
   b_.SetInsertPoint(room);
+  LValue* native_sp = b_.CreatePtrToInt(b_.CreateCall(frameaddress_, {b_.getInt32(0)}), i64_);
+  LValue* native_limit = LoadField(thread_, kThreadNativeLimit, i64_, tbaa_thread_);
+  return b_.CreateICmpULT(native_sp, native_limit);
 }
 
 void IrGenerator::EmitCall(uint32_t off, int depth) {
@@ -904,15 +987,12 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   // Push the callee's frame: EnterFrame's checks, inline.
   LValue* next = b_.CreateConstInBoundsGEP1_64(i8_, frame_, sizeof(Frame));
   LValue* callee_base = HomeAddr(below);
-  EmitFrameChecks(next, callee_base, *callee, n, off);
+  LValue* native_low = EmitFrameChecks(next, below, *callee, n, off);
   StoreField(ConstPtr(callee), next, kFrameFn, tbaa_frame_);
   StoreField(callee_base, next, kFrameBase, tbaa_frame_);
   StoreField(next, thread_, kThreadFp, tbaa_thread_);
 
   // The callee's body if it is compiled and the native stack has room.
-  LValue* native_sp = b_.CreatePtrToInt(b_.CreateCall(frameaddress_, {b_.getInt32(0)}), i64_);
-  LValue* native_limit = LoadField(thread_, kThreadNativeLimit, i64_, tbaa_thread_);
-  LValue* native_low = b_.CreateICmpULT(native_sp, native_limit);
   LValue* target;
   if (callee == &Root().fn_) {  // self-recursion, maybe from an inlined copy
     target = llvm_fn_;
@@ -1229,6 +1309,15 @@ absl::Status IrGenerator::Emit(const std::string& symbol) {
   for (int i = 0; i < num_slots; ++i) b_.CreateStore(Const64(0), slots_[i]);
   base_ = LoadField(frame_, kFrameBase, ptr_, tbaa_frame_);
   cards_ = LoadField(thread_, kCardTable, ptr_, tbaa_thread_);
+  if (hot_threshold_ == 0) {
+    // Design 12: the bounds every call site's first test compares, as
+    // offsets that become constants once every site has said what it needs.
+    llvm::Value* unknown = llvm::PoisonValue::get(i64_);
+    room_frames_bytes_ = new llvm::FreezeInst(unknown, "room_frames_bytes", entry);
+    room_slot_count_ = new llvm::FreezeInst(unknown, "room_slots", entry);
+    frames_bound_ = b_.CreateInBoundsGEP(i8_, frame_, room_frames_bytes_);
+    slots_bound_ = b_.CreateInBoundsGEP(i64_, base_, room_slot_count_);
+  }
 
   blocks_.assign(fn_.code.size(), nullptr);
   for (size_t off = 0; off < fn_.code.size(); ++off) {
@@ -1269,6 +1358,12 @@ absl::Status IrGenerator::Emit(const std::string& symbol) {
   b_.CreateUnreachable();
 
   if (absl::Status s = EmitInstructions(); !s.ok()) return s;
+  if (hot_threshold_ == 0) {
+    room_frames_bytes_->replaceAllUsesWith(b_.getInt64(room_frames_ * sizeof(Frame)));
+    room_frames_bytes_->eraseFromParent();
+    room_slot_count_->replaceAllUsesWith(b_.getInt64(room_slots_));
+    room_slot_count_->eraseFromParent();
+  }
   return inline_status_;
 }
 
@@ -1355,11 +1450,14 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
   for (int k = 0; k < argc; ++k) args.push_back(Get(below + k));
   LValue* next = b_.CreateConstInBoundsGEP1_64(i8_, frame_, sizeof(Frame));
   LValue* callee_base = HomeAddr(below);
-  // EnterFrame's checks, so that the overflow happens where it would.
-  EmitFrameChecks(next, callee_base, callee, n, off);
+  // EnterFrame's checks, so that the overflow happens where it would. The
+  // native stack is not used: the body runs on this function's.
+  EmitFrameChecks(next, below, callee, n, off);
   BasicBlock* done = NewBlock("inline_done");
   Root().inlined_calls_.push_back({&callee, &fn_, fn_.lines.LineFor(off)});
   IrGenerator inner(vm_, callee, module_, /*hot_threshold=*/0);  // no entry, no loops
+  inner.frame_depth_ = frame_depth_ + 1;
+  inner.base_slot_ = base_slot_ + below;
   if (absl::Status s = inner.EmitInlineBody(*this, next, callee_base, args, slots_[below], done);
       !s.ok() && inline_status_.ok()) {
     // The whole function then stays interpreted (Emit returns it).

@@ -79,6 +79,12 @@ uint64_t minivm_jit_call_interpreted(VMThread* t, Frame* frame, uint64_t a0, uin
   return base[0].bits();
 }
 
+uint64_t minivm_jit_continue_interpreted(VMThread* t, Frame* frame) noexcept {
+  const minivm::Outcome o = minivm::InterpretFrame(t, frame, /*resume=*/true);
+  if (o != minivm::Outcome::kReturn) return 2 * static_cast<uint64_t>(o);
+  return frame->base[0].bits();
+}
+
 void minivm_jit_stack_overflow(VMThread* t, int32_t frames) noexcept {
   minivm::RaiseStackOverflow(t, frames != 0);
 }

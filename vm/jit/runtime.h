@@ -72,6 +72,12 @@
   X(kCallInterpreted, minivm_jit_call_interpreted, uint64_t,                                     \
     (minivm::VMThread* t, minivm::Frame* frame, uint64_t a0, uint64_t a1, uint64_t a2,           \
      uint64_t a3, uint64_t a4, uint64_t a5))                                                     \
+  /* Optimised code found no room for a CALL (ir_generator.cc, design 12): its activation, */ \
+  /* written back up to its innermost inlined frame t->fp, which is at the CALL, continues in */ \
+  /* the interpreter until `frame` (the compiled function's) returns. Returns as */            \
+  /* kCallInterpreted. */                                                                       \
+  X(kContinueInterpreted, minivm_jit_continue_interpreted, uint64_t,                             \
+    (minivm::VMThread* t, minivm::Frame* frame))                                                 \
   /* CALL found the frame array (frames != 0) or the value stack full. */                       \
   X(kStackOverflow, minivm_jit_stack_overflow, void, (minivm::VMThread* t, int32_t frames))     \
   /* Quick-tier code `self` of `fn` counted it to the threshold: reports it to the JIT */      \

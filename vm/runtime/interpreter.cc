@@ -34,7 +34,12 @@
 //     loop header (on-stack replacement). Neither enters compiled code when
 //     the native stack is low (VMThread::NativeStackLow): the interpreter
 //     goes on instead, since it never recurses natively. With --jit=off the
-//     only cost is one predictable branch per CALL and LOOP.
+//     only cost is one predictable branch per CALL and LOOP. Optimised code
+//     that finds no room for a call (vm/jit/ir_generator.cc, design 12)
+//     hands its activation back mid-way: InterpretFrame resumes it in its
+//     innermost frame, at that CALL, and runs it to its end without
+//     on-stack replacement, which would enter the same code, find no room
+//     again and nest one more native activation per loop iteration.
 #include "vm/runtime/interpreter.h"
 
 #include "vm/runtime/shared_slots.h"
@@ -156,7 +161,7 @@ Outcome Interpret(VMThread* t, const Function* fn) {
   return InterpretFrame(t, frame);
 }
 
-Outcome InterpretFrame(VMThread* t, Frame* const entry) {
+Outcome InterpretFrame(VMThread* t, Frame* const entry, bool resume) {
   VM* const vm = t->vm;
   Value* const globals = vm->globals();
   const Value* const strings = vm->string_constants();
@@ -166,11 +171,14 @@ Outcome InterpretFrame(VMThread* t, Frame* const entry) {
   JitHooks* const jit = vm->jit();  // null: no tiering (--jit=off)
   const uint32_t jit_threshold = vm->jit_threshold();
 
-  Frame* frame = entry;
+  // A resumed activation (design 7) starts in its innermost frame with the
+  // operands compiled code wrote back; a new one at its first instruction.
+  Frame* frame = resume ? t->fp : entry;
   Value* base = frame->base;
-  Value* sp = base + frame->fn->num_locals;
+  Value* sp = resume ? t->sp : base + frame->fn->num_locals;
   const uint8_t* pc = frame->pc;
   FieldCache* caches = frame->fn->field_caches.get();
+  const bool osr = !resume;
 
   // The compiler only emits valid opcodes; debug builds check.
   static const void* const kDispatch[kNumOpcodes] = {
@@ -390,7 +398,7 @@ op_LOOP:
       jit->OnHot(t, fn);
       code = fn->jit_code.load(std::memory_order_acquire);
     }
-    if (code != nullptr && !t->NativeStackLow()) {
+    if (code != nullptr && osr && !t->NativeStackLow()) {
       // On-stack replacement: the compiled code continues this activation
       // at the loop header, reading locals and operands from the frame's
       // slots, and runs it to its end.

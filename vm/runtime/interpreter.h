@@ -24,7 +24,12 @@ Outcome Interpret(VMThread* t, const Function* fn);
 // Runs the frame `frame` == t->fp, already pushed (EnterFrame) and at its
 // first instruction, until it returns; then as Interpret. Compiled code calls
 // this for a callee that has no compiled code.
-Outcome InterpretFrame(VMThread* t, Frame* frame);
+// With `resume`, continues an activation that compiled code wrote back
+// instead: `frame` and the frames above it up to t->fp (the bodies inlined
+// into it) are written, each caller at its CALL, the innermost at the
+// instruction to run, with its operands below t->sp. Runs them until `frame`
+// returns, without on-stack replacement (design 7 in interpreter.cc).
+Outcome InterpretFrame(VMThread* t, Frame* frame, bool resume = false);
 
 }  // namespace minivm
 
