@@ -80,7 +80,10 @@ uint64_t minivm_jit_call_interpreted(VMThread* t, Frame* frame, uint64_t a0, uin
 }
 
 uint64_t minivm_jit_continue_interpreted(VMThread* t, Frame* frame) noexcept {
+  const minivm::Frame* const outer = t->resumed_frame;  // an activation further down, or null
+  t->resumed_frame = frame;
   const minivm::Outcome o = minivm::InterpretFrame(t, frame, /*resume=*/true);
+  t->resumed_frame = outer;
   if (o != minivm::Outcome::kReturn) return 2 * static_cast<uint64_t>(o);
   return frame->base[0].bits();
 }

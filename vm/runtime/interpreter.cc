@@ -38,8 +38,9 @@
 //     that finds no room for a call (vm/jit/ir_generator.cc, design 12)
 //     hands its activation back mid-way: InterpretFrame resumes it in its
 //     innermost frame, at that CALL, and runs it to its end without
-//     on-stack replacement, which would enter the same code, find no room
-//     again and nest one more native activation per loop iteration.
+//     on-stack replacement (VMThread::resumed_frame), which would enter the
+//     same code, find no room again and nest one more native activation per
+//     loop iteration.
 #include "vm/runtime/interpreter.h"
 
 #include "vm/runtime/shared_slots.h"
@@ -178,7 +179,6 @@ Outcome InterpretFrame(VMThread* t, Frame* const entry, bool resume) {
   Value* sp = resume ? t->sp : base + frame->fn->num_locals;
   const uint8_t* pc = frame->pc;
   FieldCache* caches = frame->fn->field_caches.get();
-  const bool osr = !resume;
 
   // The compiler only emits valid opcodes; debug builds check.
   static const void* const kDispatch[kNumOpcodes] = {
@@ -398,7 +398,7 @@ op_LOOP:
       jit->OnHot(t, fn);
       code = fn->jit_code.load(std::memory_order_acquire);
     }
-    if (code != nullptr && osr && !t->NativeStackLow()) {
+    if (code != nullptr && !t->NativeStackLow() && frame != t->resumed_frame) {
       // On-stack replacement: the compiled code continues this activation
       // at the loop header, reading locals and operands from the frame's
       // slots, and runs it to its end.

@@ -28,7 +28,8 @@ Outcome Interpret(VMThread* t, const Function* fn);
 // instead: `frame` and the frames above it up to t->fp (the bodies inlined
 // into it) are written, each caller at its CALL, the innermost at the
 // instruction to run, with its operands below t->sp. Runs them until `frame`
-// returns, without on-stack replacement (design 7 in interpreter.cc).
+// returns; the caller sets t->resumed_frame to `frame` for that time, so
+// that its loops stay interpreted (design 7 in interpreter.cc).
 Outcome InterpretFrame(VMThread* t, Frame* frame, bool resume = false);
 
 }  // namespace minivm

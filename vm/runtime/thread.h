@@ -175,6 +175,13 @@ struct VMThread {
   bool NativeStackLow() const {
     return reinterpret_cast<uintptr_t>(__builtin_frame_address(0)) < native_stack_limit;
   }
+  // The activation optimised code handed back to the interpreter for want of
+  // room (vm/jit/ir_generator.cc, design 12) while the interpreter runs it,
+  // else null. Its loops stay interpreted: on-stack replacement would enter
+  // the same code, find no room again and nest one more native activation
+  // per iteration. A field, not a local of the interpreter's loop, so that
+  // it costs the loop no register.
+  const Frame* resumed_frame = nullptr;
 
   // Bytes of the two mappings (kept public: every member shares one access
   // level so that the class stays standard-layout and offsetof is defined).
