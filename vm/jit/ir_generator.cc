@@ -44,7 +44,8 @@
 //  6. Memory model as the interpreter's (vm/runtime/shared_slots.h):
 //     acquire loads and release stores for globals, fields and elements.
 //  7. Safepoint polls at every CALL (in the caller, as the interpreter
-//     polls) and at every loop back-edge: an acquire load of the poll word
+//     polls; the optimising tier only at the first on each path, design
+//     13) and at every loop back-edge: an acquire load of the poll word
 //     and a cold call. Function entry does not poll: every way in is a CALL
 //     that just polled, or the start of a thread.
 //  8. Calls between compiled functions (docs/jit.md, "Calls"). A compiled
@@ -137,6 +138,20 @@
 //     overflow happens where it would have, with the same trace, and a call
 //     with the native stack low runs interpreted as before. The quick tier
 //     keeps the exact checks at every site: it runs no GVN to merge tests.
+// 13. Polls at calls, once per path (optimised tier). A poll bounds the time
+//     a thread takes to reach a safepoint; what could run unboundedly
+//     without one is a loop (its LOOP polls) or a recursion, and a
+//     recursion makes a first real call in every activation. So optimised
+//     code polls at a real call only if some path from the activation's
+//     start (or from a loop header, where on-stack replacement enters)
+//     reaches it without an earlier real call; fib's activation polls once
+//     instead of four times. An inlined body starts in its caller's state
+//     (it is the same activation) and an inlined call leaves it unchanged.
+//     The state is computed while the body is emitted (EmitInstructions):
+//     every edge but LOOP goes forward. Between two polls a thread now runs
+//     at most one activation's straight-line code plus bounded callees,
+//     instead of one call's. Quick code polls at every call, as the
+//     interpreter does.
 #include "vm/jit/ir_generator.h"
 
 #include <algorithm>
@@ -444,6 +459,12 @@ class IrGenerator {
   // entry block that become them once the body is emitted.
   int room_frames_ = 0;
   int room_slots_ = 0;
+  // Design 13, while the body is emitted in offset order: whether every
+  // path from the activation's start here made a real call (which polled),
+  // and per offset the same for the paths that reach it by a forward edge
+  // (-1: none yet).
+  bool polled_ = false;
+  std::vector<int8_t> polled_in_;
   llvm::Instruction* room_frames_bytes_ = nullptr;
   llvm::Instruction* room_slot_count_ = nullptr;
   LValue* frames_bound_ = nullptr;
@@ -980,7 +1001,9 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   // cold path writes them home too, since a collection there must see them,
   // and reads them back; the slots below are read back after the call.
   Spill(n - in_registers, off);
-  EmitPoll(n, off, n - in_registers);
+  // Design 13: optimised code polls at the first real call on each path.
+  if (Root().hot_threshold_ != 0 || !polled_) EmitPoll(n, off, n - in_registers);
+  polled_ = true;
   std::vector<LValue*> args;
   for (int k = 0; k < argc; ++k) args.push_back(Get(below + k));
 
@@ -1368,13 +1391,32 @@ absl::Status IrGenerator::Emit(const std::string& symbol) {
 }
 
 absl::Status IrGenerator::EmitInstructions() {
+  // Design 13's "polled" state flows forward only: JUMP and JUMP_IF_FALSE
+  // go forward (the verifier checks it), and LOOP, the only backward edge,
+  // enters a loop header, which counts as not polled (below). So one pass
+  // in offset order sees every other edge into an instruction before it.
+  polled_in_.assign(fn_.code.size(), -1);
+  polled_in_[0] = polled_;  // false at a function's start; an inlined body's from its caller
+  std::vector<bool> headers(fn_.code.size(), false);
+  for (uint32_t header : verified_.loop_headers) headers[header] = true;
   for (uint32_t off = 0; off < fn_.code.size(); off += LenAt(off)) {
     if (verified_.depth[off] == VerifiedCode::kUnreachable) continue;  // unreachable code
     if (blocks_[off] != nullptr) {
       if (b_.GetInsertBlock()->getTerminator() == nullptr) b_.CreateBr(blocks_[off]);
       b_.SetInsertPoint(blocks_[off]);
     }
+    // A loop header is also an on-stack-replacement entry, where the
+    // activation (in this code) has not called anything yet.
+    polled_ = polled_in_[off] == 1 && !headers[off];
     EmitInstruction(off, verified_.depth[off]);
+    const Opcode op = static_cast<Opcode>(code_[off]);
+    auto reach = [&](uint32_t to) {
+      if (to < polled_in_.size()) {
+        polled_in_[to] = polled_in_[to] < 0 ? polled_ : (polled_in_[to] == 1 && polled_);
+      }
+    };
+    if (op == Opcode::JUMP || op == Opcode::JUMP_IF_FALSE) reach(JumpTargetAt(off));
+    if (op != Opcode::JUMP && op != Opcode::LOOP && op != Opcode::RETURN) reach(off + LenAt(off));
   }
   if (b_.GetInsertBlock()->getTerminator() == nullptr) {
     return absl::InternalError("control falls off the end of the function");
@@ -1458,6 +1500,7 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
   IrGenerator inner(vm_, callee, module_, /*hot_threshold=*/0);  // no entry, no loops
   inner.frame_depth_ = frame_depth_ + 1;
   inner.base_slot_ = base_slot_ + below;
+  inner.polled_ = polled_;  // the callee's calls after a poll of the caller's need none
   if (absl::Status s = inner.EmitInlineBody(*this, next, callee_base, args, slots_[below], done);
       !s.ok() && inline_status_.ok()) {
     // The whole function then stays interpreted (Emit returns it).
