@@ -47,24 +47,26 @@
 //     polls; the optimising tier only at the first on each path, design
 //     13) and at every loop back-edge: an acquire load of the poll word
 //     and a cold call. Function entry does not poll: every way in is a CALL
-//     that just polled, or the start of a thread.
+//     (which polled, or came after one that did in the caller's
+//     activation), or the start of a thread.
 //  8. Calls between compiled functions (docs/jit.md, "Calls"). A compiled
 //     function is `i64 f(thread, frame, entry, arg0, ..., argN-1)`
 //     (JitEntry in vm/bytecode/program.h; arguments in registers up to
 //     kMaxRegisterArity). A compiled caller writes back only its own slots
 //     below the arguments, pushes the callee's Frame with EnterFrame's
-//     checks (design 12; function and base; the callee's pc is written by its own GC
-//     points, the only places it is read), and calls it with the arguments
-//     in registers (a direct call for self-recursion, else through
-//     Function::jit_code). The callee keeps its parameters in registers and
-//     writes them home at its GC points like any slot, so the arguments are
-//     stored only if a collection can see them; its result comes back in
-//     rax. An error or exit comes back as a sentinel that no Value can be
-//     (2 or 4: even, so not an int, and below any object address). When the
-//     callee is not compiled, or the native stack is low, the caller writes
-//     the arguments home, nulls the callee's other locals and runs it in
-//     the interpreter. The interpreter calls compiled code the same way
-//     (RunCompiled in vm/runtime/interpreter.cc).
+//     checks (design 12; function and base; the callee's pc is written by
+//     its own GC points, the only places it is read), and calls it with the
+//     arguments in registers (a direct call for self-recursion, else
+//     through Function::jit_code). The callee keeps its parameters in
+//     registers and writes them home at its GC points like any slot, so the
+//     arguments are stored only if a collection can see them; its result
+//     comes back in rax. An error or exit comes back as a sentinel that no
+//     Value can be (2 or 4: even, so not an int, and below any object
+//     address). When the callee is not compiled, or (quick code) the native
+//     stack is low, the caller writes the arguments home, nulls the
+//     callee's other locals and runs it in the interpreter. The
+//     interpreter calls compiled code the same way (RunCompiled in
+//     vm/runtime/interpreter.cc).
 //     Two entries, two conventions: optimised code is emitted with LLVM's
 //     preserve_none (OptimisedCallingConv), in which the callee saves no
 //     registers, so an optimised caller saves only what it keeps live
@@ -144,8 +146,9 @@
 //     recursion makes a first real call in every activation. So optimised
 //     code polls at a real call only if some path from the activation's
 //     start (or from a loop header, where on-stack replacement enters)
-//     reaches it without an earlier real call; fib's activation polls once
-//     instead of four times. An inlined body starts in its caller's state
+//     reaches it without an earlier real call; fib's activation polls
+//     twice instead of four times (each inlined copy's base case returns
+//     without a call). An inlined body starts in its caller's state
 //     (it is the same activation) and an inlined call leaves it unchanged.
 //     The state is computed while the body is emitted (EmitInstructions):
 //     every edge but LOOP goes forward. Between two polls a thread now runs
@@ -459,16 +462,16 @@ class IrGenerator {
   // entry block that become them once the body is emitted.
   int room_frames_ = 0;
   int room_slots_ = 0;
+  llvm::Instruction* room_frames_bytes_ = nullptr;
+  llvm::Instruction* room_slot_count_ = nullptr;
+  LValue* frames_bound_ = nullptr;
+  LValue* slots_bound_ = nullptr;
   // Design 13, while the body is emitted in offset order: whether every
   // path from the activation's start here made a real call (which polled),
   // and per offset the same for the paths that reach it by a forward edge
   // (-1: none yet).
   bool polled_ = false;
   std::vector<int8_t> polled_in_;
-  llvm::Instruction* room_frames_bytes_ = nullptr;
-  llvm::Instruction* room_slot_count_ = nullptr;
-  LValue* frames_bound_ = nullptr;
-  LValue* slots_bound_ = nullptr;
   // The generator of the function being compiled, at the end of outer_.
   IrGenerator& Root() { return outer_ == nullptr ? *this : outer_->Root(); }
   llvm::AllocaInst* inline_result_ = nullptr;
@@ -934,14 +937,13 @@ LValue* IrGenerator::EmitNoRoom() {
   // The limits never change while the thread runs code (thread.cc sets them
   // before), so the loads are invariant and GVN may merge them across calls.
   auto limit = [&](uint64_t off) {
-    llvm::LoadInst* load =
-        b_.CreateAlignedLoad(i64_, ByteOffset(thread_, off), llvm::Align(8));
+    llvm::LoadInst* load = b_.CreateAlignedLoad(i64_, ByteOffset(thread_, off), llvm::Align(8));
     load->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_thread_);
     load->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(ctx_, {}));
     return load;
   };
-  LValue* frames = b_.CreateICmpUGE(b_.CreatePtrToInt(root.frames_bound_, i64_),
-                                    limit(kThreadFramesEnd));
+  LValue* frames =
+      b_.CreateICmpUGE(b_.CreatePtrToInt(root.frames_bound_, i64_), limit(kThreadFramesEnd));
   LValue* slots =
       b_.CreateICmpUGT(b_.CreatePtrToInt(root.slots_bound_, i64_), limit(kThreadStackEnd));
   LValue* native_sp = b_.CreatePtrToInt(b_.CreateCall(frameaddress_, {b_.getInt32(0)}), i64_);
