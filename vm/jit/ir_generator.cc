@@ -155,6 +155,13 @@
 //     at most one activation's straight-line code plus bounded callees,
 //     instead of one call's. Quick code polls at every call, as the
 //     interpreter does.
+// 14. Slow paths that only raise end the activation. An operator other
+//     than ADD, DIV and MOD reaches its slow path only with a non-int
+//     operand, which raises (BinarySlowCanSucceed in
+//     vm/runtime/slow_paths.h), so its slow path writes the frame back,
+//     calls the runtime and returns the error: no reload of every slot and
+//     no merge with the fast path, which made each such operator cost a
+//     block of loads and a phi per live slot to compile.
 #include "vm/jit/ir_generator.h"
 
 #include <algorithm>
@@ -179,6 +186,7 @@
 #include "vm/jit/runtime.h"
 #include "vm/runtime/builtin_classes.h"
 #include "vm/runtime/interpreter.h"
+#include "vm/runtime/slow_paths.h"
 #include "vm/runtime/thread.h"
 
 namespace minivm::jit {
@@ -698,8 +706,17 @@ void IrGenerator::EmitArithmetic(Opcode op, uint32_t off, int depth) {
   SetOperand(depth, -2, IntFastPath(op, a, c));
   b_.CreateBr(done);
   b_.SetInsertPoint(slow);
-  EmitSlowOperandCall(Rt(kBinary), off, depth, 2, {thread_, b_.getInt32(static_cast<int>(op))});
-  b_.CreateBr(done);
+  if (BinarySlowCanSucceed(op)) {
+    EmitSlowOperandCall(Rt(kBinary), off, depth, 2, {thread_, b_.getInt32(static_cast<int>(op))});
+    b_.CreateBr(done);
+  } else {
+    // Design 14: a non-int operand, which the runtime raises on; nothing
+    // comes back to reload or to merge with the fast path.
+    const int n = fn_.num_locals + depth;
+    Spill(n, off);
+    b_.CreateCall(Rt(kBinary), {thread_, b_.getInt32(static_cast<int>(op)), HomeAddr(n - 2)});
+    ReturnError();
+  }
   b_.SetInsertPoint(done);
 }
 

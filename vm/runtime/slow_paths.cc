@@ -1,5 +1,6 @@
 #include "vm/runtime/slow_paths.h"
 
+#include <cassert>
 #include <string>
 #include <utility>
 
@@ -40,6 +41,8 @@ bool BinarySlow(VMThread* t, Opcode op, Value* operands) {
   const Value a = operands[0];
   const Value b = operands[1];
   if (a.IsInt() && b.IsInt()) {
+    // Only DIV and MOD come here with two ints (BinarySlowCanSucceed).
+    assert(op == Opcode::DIV || op == Opcode::MOD);
     const int64_t x = a.AsInt();
     const int64_t y = b.AsInt();
     if (y == 0) {

@@ -27,6 +27,15 @@ namespace minivm {
 // raised.
 bool BinarySlow(VMThread* t, Opcode op, gc::Value* operands);
 
+// Whether BinarySlow can succeed for `op` when the fast path (two ints; for
+// DIV and MOD, a divisor above 0) did not apply: only for ADD (two Strings)
+// and DIV and MOD (other int divisors). Every other operator then has a
+// non-int operand and raises, so compiled code's slow path for it need not
+// continue (vm/jit/ir_generator.cc, design 14). BinarySlow checks it.
+constexpr bool BinarySlowCanSucceed(Opcode op) {
+  return op == Opcode::ADD || op == Opcode::DIV || op == Opcode::MOD;
+}
+
 // EQ/NE for two different bit patterns: equal Strings. Never allocates,
 // never raises, never reaches a safepoint.
 bool ValuesEqualSlow(gc::Value a, gc::Value b);
