@@ -44,6 +44,7 @@
   X(kNew, minivm_jit_new, minivm::gc::Object*,                                                   \
     (minivm::VMThread* t, const minivm::Klass* klass, uint64_t size))                            \
   /* ADD..GE, DIV, MOD, BIT_AND..SHR off the integer fast path; 1 on success, 0 raised. */   \
+  /* Only ADD, DIV and MOD can succeed there (BinarySlowCanSucceed, slow_paths.h). */          \
   X(kBinary, minivm_jit_binary, int32_t,                                                         \
     (minivm::VMThread* t, uint32_t opcode, minivm::gc::Value* operands))                         \
   /* EQ/NE on two references with different bits: 1 if equal Strings. Pure: it neither */     \
