@@ -475,11 +475,8 @@ class IrGenerator {
   LValue* frames_bound_ = nullptr;
   LValue* slots_bound_ = nullptr;
   // Design 13, while the body is emitted in offset order: whether every
-  // path from the activation's start here made a real call (which polled),
-  // and per offset the same for the paths that reach it by a forward edge
-  // (-1: none yet).
+  // path from the activation's start here made a real call (which polled).
   bool polled_ = false;
-  std::vector<int8_t> polled_in_;
   // The generator of the function being compiled, at the end of outer_.
   IrGenerator& Root() { return outer_ == nullptr ? *this : outer_->Root(); }
   llvm::AllocaInst* inline_result_ = nullptr;
@@ -1414,8 +1411,10 @@ absl::Status IrGenerator::EmitInstructions() {
   // go forward (the verifier checks it), and LOOP, the only backward edge,
   // enters a loop header, which counts as not polled (below). So one pass
   // in offset order sees every other edge into an instruction before it.
-  polled_in_.assign(fn_.code.size(), -1);
-  polled_in_[0] = polled_;  // false at a function's start; an inlined body's from its caller
+  // Per offset, whether every forward edge seen so far into it came polled
+  // (-1: none yet).
+  std::vector<int8_t> polled_in(fn_.code.size(), -1);
+  polled_in[0] = polled_;  // false at a function's start; an inlined body's from its caller
   std::vector<bool> headers(fn_.code.size(), false);
   for (uint32_t header : verified_.loop_headers) headers[header] = true;
   for (uint32_t off = 0; off < fn_.code.size(); off += LenAt(off)) {
@@ -1426,12 +1425,12 @@ absl::Status IrGenerator::EmitInstructions() {
     }
     // A loop header is also an on-stack-replacement entry, where the
     // activation (in this code) has not called anything yet.
-    polled_ = polled_in_[off] == 1 && !headers[off];
+    polled_ = polled_in[off] == 1 && !headers[off];
     EmitInstruction(off, verified_.depth[off]);
     const Opcode op = static_cast<Opcode>(code_[off]);
     auto reach = [&](uint32_t to) {
-      if (to < polled_in_.size()) {
-        polled_in_[to] = polled_in_[to] < 0 ? polled_ : (polled_in_[to] == 1 && polled_);
+      if (to < polled_in.size()) {
+        polled_in[to] = polled_in[to] < 0 ? polled_ : (polled_in[to] == 1 && polled_);
       }
     };
     if (op == Opcode::JUMP || op == Opcode::JUMP_IF_FALSE) reach(JumpTargetAt(off));
