@@ -1013,20 +1013,23 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   const int below = n - argc;  // the caller's slots under the arguments
   const int in_registers = RegisterArgs(argc);
   // The caller's own slots go home, and its pc is its return point, as in
-  // the interpreter; the arguments stay in registers (design 8). The poll's
-  // cold path writes them home too, since a collection there must see them,
-  // and reads them back; the slots below are read back after the call.
+  // the interpreter; the arguments stay in registers (design 8).
   Spill(n - in_registers, off);
-  // Design 13: optimised code polls at the first real call on each path.
+  // Push the callee's frame: EnterFrame's checks, inline. Before the poll:
+  // the poll reads back only the arguments, so after a collection there
+  // the registers of the slots below are stale until the call's reload,
+  // and the checks' failure path must not write them home.
+  LValue* next = b_.CreateConstInBoundsGEP1_64(i8_, frame_, sizeof(Frame));
+  LValue* callee_base = HomeAddr(below);
+  LValue* native_low = EmitFrameChecks(next, below, *callee, n, off);
+  // The poll's cold path writes the arguments home too, since a collection
+  // there must see them, and reads them back; the slots below are read
+  // back after the call. Design 13: optimised code polls at the first real
+  // call on each path.
   if (Root().hot_threshold_ != 0 || !polled_) EmitPoll(n, off, n - in_registers);
   polled_ = true;
   std::vector<LValue*> args;
   for (int k = 0; k < argc; ++k) args.push_back(Get(below + k));
-
-  // Push the callee's frame: EnterFrame's checks, inline.
-  LValue* next = b_.CreateConstInBoundsGEP1_64(i8_, frame_, sizeof(Frame));
-  LValue* callee_base = HomeAddr(below);
-  LValue* native_low = EmitFrameChecks(next, below, *callee, n, off);
   StoreField(ConstPtr(callee), next, kFrameFn, tbaa_frame_);
   StoreField(callee_base, next, kFrameBase, tbaa_frame_);
   StoreField(next, thread_, kThreadFp, tbaa_thread_);
