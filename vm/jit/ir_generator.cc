@@ -99,8 +99,8 @@
 //     lazily: only its GC points (slow paths, all cold) write its function,
 //     base and pc and make it t->fp, so a collection, a stack trace, an
 //     agent's GetStackTrace and an error trace see exactly the frames of the
-//     uninlined call, lines included. Its RETURN pops it (t->fp = caller)
-//     and continues in the caller. A call the inlined body makes is a GC
+//     uninlined call, lines included. Its RETURN continues in the caller,
+//     whose next GC point makes the caller's frame t->fp again (design 15). A call the inlined body makes is a GC
 //     point like any other: it writes the inlined frame first, so the chain
 //     of frames is whole below the callee. No poll on entry: an inlined body
 //     without loops is bounded work, and its calls poll.
@@ -162,6 +162,22 @@
 //     calls the runtime and returns the error: no reload of every slot and
 //     no merge with the fast path, which made each such operator cost a
 //     block of loads and a phi per live slot to compile.
+// 15. t->fp and t->sp are written at GC points only (both tiers). Nothing
+//     reads a thread's fp and sp but that thread at a GC point, or another
+//     thread while it is stopped at one: a collection's roots, stack traces,
+//     an error's report, an agent's stack walk. So every GC point but a
+//     call makes its own frame t->fp and sets t->sp (Spill, EmitPoll), and a
+//     call (real or inlined) writes only the caller's slots and pc and the
+//     callee's function and base: where the stack ends is the callee's to
+//     say, at its own GC points (compiled code), or the interpreter's, which
+//     keeps both exact (minivm_jit_call_interpreted makes the frame t->fp).
+//     After a return, t->fp may still name a frame above the caller's until
+//     the caller's next GC point; nothing reads it there. An error still
+//     leaves the raising frame as t->fp all the way up, for the report's
+//     trace, and whoever calls compiled code from C++ (RunCompiled's
+//     callers) sets both when it returns, as before. This saves three
+//     stores per real call (t->fp and t->sp before it, t->fp after) and one
+//     per inlined return.
 #include "vm/jit/ir_generator.h"
 
 #include <algorithm>
@@ -326,8 +342,10 @@ class IrGenerator {
   LValue* Operand(int depth, int k) { return Get(fn_.num_locals + depth + k); }
   void SetOperand(int depth, int k, LValue* v) { Put(fn_.num_locals + depth + k, v); }
   LValue* HomeAddr(int slot) { return b_.CreateConstInBoundsGEP1_64(i64_, base_, slot); }
-  // Writes slots [0, n) home, t->sp = base + n, frame->pc = code + off.
-  void Spill(int n, uint32_t off);
+  // Writes slots [0, n) home, frame->pc = code + off and, but at a call
+  // (`at_call`: the callee's GC points do it, design 15), t->fp = frame and
+  // t->sp = base + n.
+  void Spill(int n, uint32_t off, bool at_call = false);
   // Reads slots [0, n) back from home.
   void Reload(int n);
   void SetPc(uint32_t off);
@@ -532,19 +550,20 @@ void IrGenerator::SetPc(uint32_t off) {
   StoreField(ConstPtr(code_ + off), frame_, kFramePc, tbaa_frame_);
 }
 
-void IrGenerator::Spill(int n, uint32_t off) {
+void IrGenerator::Spill(int n, uint32_t off, bool at_call) {
   if (outer_ != nullptr) {
     // An inlined callee's frame exists from its first GC point on (design
     // 10); the caller wrote its own slots and pc at the call.
     StoreField(ConstPtr(&fn_), frame_, kFrameFn, tbaa_frame_);
     StoreField(base_, frame_, kFrameBase, tbaa_frame_);
-    StoreField(frame_, thread_, kThreadFp, tbaa_thread_);
   }
+  // Design 15: at a call the callee's GC points say where the stack ends.
+  if (!at_call) StoreField(frame_, thread_, kThreadFp, tbaa_thread_);
   for (int i = 0; i < n; ++i) {
     llvm::StoreInst* s = b_.CreateAlignedStore(Get(i), HomeAddr(i), llvm::Align(8));
     s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
   }
-  StoreField(HomeAddr(n), thread_, kThreadSp, tbaa_thread_);
+  if (!at_call) StoreField(HomeAddr(n), thread_, kThreadSp, tbaa_thread_);
   SetPc(off);
 }
 
@@ -576,6 +595,7 @@ void IrGenerator::EmitPoll(int n, uint32_t pc_off, int from) {
     llvm::StoreInst* s = b_.CreateAlignedStore(Get(i), HomeAddr(i), llvm::Align(8));
     s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
   }
+  StoreField(frame_, thread_, kThreadFp, tbaa_thread_);
   StoreField(HomeAddr(n), thread_, kThreadSp, tbaa_thread_);
   SetPc(pc_off);
   b_.CreateCall(Rt(kPoll), {thread_});
@@ -1013,8 +1033,9 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   const int below = n - argc;  // the caller's slots under the arguments
   const int in_registers = RegisterArgs(argc);
   // The caller's own slots go home, and its pc is its return point, as in
-  // the interpreter; the arguments stay in registers (design 8).
-  Spill(n - in_registers, off);
+  // the interpreter; the arguments stay in registers (design 8). t->fp and
+  // t->sp are the callee's to write (design 15).
+  Spill(n - in_registers, off, /*at_call=*/true);
   // Push the callee's frame: EnterFrame's checks, inline. Before the poll:
   // the poll reads back only the arguments, so after a collection there
   // the registers of the slots below are stale until the call's reload,
@@ -1032,7 +1053,6 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   for (int k = 0; k < argc; ++k) args.push_back(Get(below + k));
   StoreField(ConstPtr(callee), next, kFrameFn, tbaa_frame_);
   StoreField(callee_base, next, kFrameBase, tbaa_frame_);
-  StoreField(next, thread_, kThreadFp, tbaa_thread_);
 
   // The callee's body if it is compiled and the native stack has room.
   LValue* target;
@@ -1084,7 +1104,6 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   b_.SetInsertPoint(propagate);
   b_.CreateRet(result);  // the frames stay as they are, for the trace
   b_.SetInsertPoint(ok);
-  StoreField(frame_, thread_, kThreadFp, tbaa_thread_);
   Reload(below);  // a collection in the callee may have moved them
   Put(below, result);
 }
@@ -1303,8 +1322,7 @@ void IrGenerator::EmitInstruction(uint32_t off, int depth) {
     case Opcode::RETURN:
       if (outer_ != nullptr) {  // an inlined callee: pop and continue (design 10)
         b_.CreateStore(Operand(depth, -1), inline_result_);
-        StoreField(outer_->frame_, thread_, kThreadFp, tbaa_thread_);
-        b_.CreateBr(inline_done_);
+        b_.CreateBr(inline_done_);  // t->fp is not read until a GC point writes it (design 15)
       } else {
         b_.CreateRet(Operand(depth, -1));  // in a register (design 8)
       }
@@ -1507,8 +1525,9 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
   const int n = fn_.num_locals + depth;
   const int below = n - argc;
   // As a call: the caller's slots home and its pc at the CALL, so the
-  // callee's GC points need to write only its own frame.
-  Spill(below, off);
+  // callee's GC points need to write only its own frame and t->fp and t->sp
+  // (design 15).
+  Spill(below, off, /*at_call=*/true);
   std::vector<LValue*> args;
   for (int k = 0; k < argc; ++k) args.push_back(Get(below + k));
   LValue* next = b_.CreateConstInBoundsGEP1_64(i8_, frame_, sizeof(Frame));

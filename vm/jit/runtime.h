@@ -68,7 +68,7 @@
     (minivm::VMThread* t, const minivm::Function* fn, minivm::gc::Value* args, uint32_t argc))   \
   /* CALL of a function without compiled code, or with the native stack low: stores the */     \
   /* arguments (up to kMaxRegisterArity; more are in place already) and nulls the other */      \
-  /* locals of the pushed frame (t->fp), sets its pc and runs it in the interpreter. */         \
+  /* locals of the pushed `frame`, makes it t->fp, sets its pc and runs it in the interpreter. */ \
   /* Returns what compiled code returns (JitEntry): the result's bits or a sentinel. */        \
   X(kCallInterpreted, minivm_jit_call_interpreted, uint64_t,                                     \
     (minivm::VMThread* t, minivm::Frame* frame, uint64_t a0, uint64_t a1, uint64_t a2,           \
