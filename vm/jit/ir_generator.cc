@@ -178,6 +178,18 @@
 //     callers) sets both when it returns, as before. This saves three
 //     stores per real call (t->fp and t->sp before it, t->fp after) and one
 //     per inlined return.
+// 16. What is home already is not written again (both tiers). A GC point
+//     writes back only the slots whose home does not hold their value: a
+//     call's write-back and its reload after the return (which every path
+//     to the call's continuation passes) leave the caller's slots below
+//     the arguments home, until the code writes them again (Put). An
+//     inlined body's frame gets its function and base at its first GC point
+//     on each path, not at every one: nothing else writes that record
+//     while the body runs (its callees' frames are above it). The state
+//     flows like design 13's (PathState, met at jump targets, nothing known
+//     at a loop header). A slow path's reload leaves it as it is: on that
+//     path home and value agree again, on the others they are as before.
+//     fib's activation writes its n home once instead of at both calls.
 #include "vm/jit/ir_generator.h"
 
 #include <algorithm>
@@ -338,7 +350,11 @@ class IrGenerator {
 
   // Slots: the allocas (registers after mem2reg) and their homes in memory.
   LValue* Get(int slot) { return b_.CreateLoad(i64_, slots_[slot]); }
-  void Put(int slot, LValue* v) { b_.CreateStore(v, slots_[slot]); }
+  // Every write of a slot but a reload goes through Put (design 16).
+  void Put(int slot, LValue* v) {
+    b_.CreateStore(v, slots_[slot]);
+    path_.home[slot] = false;
+  }
   LValue* Operand(int depth, int k) { return Get(fn_.num_locals + depth + k); }
   void SetOperand(int depth, int k, LValue* v) { Put(fn_.num_locals + depth + k, v); }
   LValue* HomeAddr(int slot) { return b_.CreateConstInBoundsGEP1_64(i64_, base_, slot); }
@@ -346,9 +362,19 @@ class IrGenerator {
   // (`at_call`: the callee's GC points do it, design 15), t->fp = frame and
   // t->sp = base + n.
   void Spill(int n, uint32_t off, bool at_call = false);
-  // Reads slots [0, n) back from home.
-  void Reload(int n);
+  // Reads slots [from, n) back from home. It leaves path_.home as it is:
+  // on the path it is on, home and value are then the same, and on any
+  // other they were as path_.home says (design 16).
+  void Reload(int n, int from = 0);
+  // Design 16: after a write-back or a reload that every path to the
+  // instruction's continuation passes, slots [0, n) are home.
+  void MarkHome(int n) { std::fill(path_.home.begin(), path_.home.begin() + n, true); }
   void SetPc(uint32_t off);
+  // Writes home the slots in [from, n) that are not there (design 16).
+  void StoreSlots(int from, int n);
+  // An inlined body's frame's function and base, unless every path here
+  // wrote them (design 16).
+  void WriteInlinedFrame();
 
   // Value tests on the tagged bits.
   LValue* IsInt(LValue* v) { return b_.CreateTrunc(v, b_.getInt1Ty()); }
@@ -492,9 +518,20 @@ class IrGenerator {
   llvm::Instruction* room_slot_count_ = nullptr;
   LValue* frames_bound_ = nullptr;
   LValue* slots_bound_ = nullptr;
-  // Design 13, while the body is emitted in offset order: whether every
-  // path from the activation's start here made a real call (which polled).
-  bool polled_ = false;
+  // Designs 13 and 16: what holds on every path from the activation's
+  // start (or a loop header) to the instruction being emitted, computed
+  // while the body is emitted in offset order (EmitInstructions).
+  struct PathState {
+    bool polled = false;         // a real call (which polled) was made
+    bool frame_written = false;  // an inlined body's frame has its function and base
+    std::vector<bool> home;      // by slot: its home holds its value
+    void Meet(const PathState& other) {
+      polled = polled && other.polled;
+      frame_written = frame_written && other.frame_written;
+      for (size_t i = 0; i < home.size(); ++i) home[i] = home[i] && other.home[i];
+    }
+  };
+  PathState path_;
   // The generator of the function being compiled, at the end of outer_.
   IrGenerator& Root() { return outer_ == nullptr ? *this : outer_->Root(); }
   llvm::AllocaInst* inline_result_ = nullptr;
@@ -550,28 +587,37 @@ void IrGenerator::SetPc(uint32_t off) {
   StoreField(ConstPtr(code_ + off), frame_, kFramePc, tbaa_frame_);
 }
 
-void IrGenerator::Spill(int n, uint32_t off, bool at_call) {
-  if (outer_ != nullptr) {
+void IrGenerator::WriteInlinedFrame() {
+  if (outer_ != nullptr && !path_.frame_written) {
     // An inlined callee's frame exists from its first GC point on (design
     // 10); the caller wrote its own slots and pc at the call.
     StoreField(ConstPtr(&fn_), frame_, kFrameFn, tbaa_frame_);
     StoreField(base_, frame_, kFrameBase, tbaa_frame_);
   }
+}
+
+void IrGenerator::Spill(int n, uint32_t off, bool at_call) {
+  WriteInlinedFrame();
   // Design 15: at a call the callee's GC points say where the stack ends.
   if (!at_call) StoreField(frame_, thread_, kThreadFp, tbaa_thread_);
-  for (int i = 0; i < n; ++i) {
-    llvm::StoreInst* s = b_.CreateAlignedStore(Get(i), HomeAddr(i), llvm::Align(8));
-    s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
-  }
+  StoreSlots(0, n);
   if (!at_call) StoreField(HomeAddr(n), thread_, kThreadSp, tbaa_thread_);
   SetPc(off);
 }
 
-void IrGenerator::Reload(int n) {
-  for (int i = 0; i < n; ++i) {
+void IrGenerator::StoreSlots(int from, int n) {
+  for (int i = from; i < n; ++i) {
+    if (path_.home[i]) continue;  // design 16
+    llvm::StoreInst* s = b_.CreateAlignedStore(Get(i), HomeAddr(i), llvm::Align(8));
+    s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
+  }
+}
+
+void IrGenerator::Reload(int n, int from) {
+  for (int i = from; i < n; ++i) {
     llvm::LoadInst* l = b_.CreateAlignedLoad(i64_, HomeAddr(i), llvm::Align(8));
     l->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
-    Put(i, l);
+    b_.CreateStore(l, slots_[i]);  // not Put: see the declaration
   }
 }
 
@@ -591,19 +637,13 @@ void IrGenerator::EmitPoll(int n, uint32_t pc_off, int from) {
   BasicBlock* cont = NewBlock("polled");
   CondBrUnlikely(b_.CreateICmpNE(word, b_.getInt32(0)), slow, cont);
   b_.SetInsertPoint(slow);
-  for (int i = from; i < n; ++i) {
-    llvm::StoreInst* s = b_.CreateAlignedStore(Get(i), HomeAddr(i), llvm::Align(8));
-    s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
-  }
+  WriteInlinedFrame();
+  StoreSlots(from, n);
   StoreField(frame_, thread_, kThreadFp, tbaa_thread_);
   StoreField(HomeAddr(n), thread_, kThreadSp, tbaa_thread_);
   SetPc(pc_off);
   b_.CreateCall(Rt(kPoll), {thread_});
-  for (int i = from; i < n; ++i) {
-    llvm::LoadInst* l = b_.CreateAlignedLoad(i64_, HomeAddr(i), llvm::Align(8));
-    l->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
-    Put(i, l);
-  }
+  Reload(n, from);
   b_.CreateBr(cont);
   b_.SetInsertPoint(cont);
 }
@@ -1036,6 +1076,8 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   // the interpreter; the arguments stay in registers (design 8). t->fp and
   // t->sp are the callee's to write (design 15).
   Spill(n - in_registers, off, /*at_call=*/true);
+  path_.frame_written = true;
+  MarkHome(n - in_registers);
   // Push the callee's frame: EnterFrame's checks, inline. Before the poll:
   // the poll reads back only the arguments, so after a collection there
   // the registers of the slots below are stale until the call's reload,
@@ -1047,8 +1089,8 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   // there must see them, and reads them back; the slots below are read
   // back after the call. Design 13: optimised code polls at the first real
   // call on each path.
-  if (Root().hot_threshold_ != 0 || !polled_) EmitPoll(n, off, n - in_registers);
-  polled_ = true;
+  if (Root().hot_threshold_ != 0 || !path_.polled) EmitPoll(n, off, n - in_registers);
+  path_.polled = true;
   std::vector<LValue*> args;
   for (int k = 0; k < argc; ++k) args.push_back(Get(below + k));
   StoreField(ConstPtr(callee), next, kFrameFn, tbaa_frame_);
@@ -1105,6 +1147,7 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   b_.CreateRet(result);  // the frames stay as they are, for the trace
   b_.SetInsertPoint(ok);
   Reload(below);  // a collection in the callee may have moved them
+  MarkHome(below);
   Put(below, result);
 }
 
@@ -1365,6 +1408,7 @@ absl::Status IrGenerator::Emit(const std::string& symbol) {
   BasicBlock* entry = NewBlock("entry");
   b_.SetInsertPoint(entry);
   const int num_slots = fn_.num_locals + fn_.max_stack;
+  path_.home.assign(num_slots, false);
   for (int i = 0; i < num_slots; ++i) slots_.push_back(b_.CreateAlloca(i64_));
   for (int i = 0; i < num_slots; ++i) b_.CreateStore(Const64(0), slots_[i]);
   base_ = LoadField(frame_, kFrameBase, ptr_, tbaa_frame_);
@@ -1428,34 +1472,56 @@ absl::Status IrGenerator::Emit(const std::string& symbol) {
 }
 
 absl::Status IrGenerator::EmitInstructions() {
-  // Design 13's "polled" state flows forward only: JUMP and JUMP_IF_FALSE
-  // go forward (the verifier checks it), and LOOP, the only backward edge,
-  // enters a loop header, which counts as not polled (below). So one pass
-  // in offset order sees every other edge into an instruction before it.
-  // Per offset, whether every forward edge seen so far into it came polled
-  // (-1: none yet).
-  std::vector<int8_t> polled_in(fn_.code.size(), -1);
-  polled_in[0] = polled_;  // false at a function's start; an inlined body's from its caller
+  // The path state (designs 13 and 16) flows forward only: JUMP and
+  // JUMP_IF_FALSE go forward (the verifier checks it), and LOOP, the only
+  // backward edge, enters a loop header, where nothing is known (below).
+  // So one pass in offset order sees every other edge into an instruction
+  // before it. Per offset, the meet of the forward jumps seen so far into
+  // it.
+  std::vector<std::optional<PathState>> jumped_in(fn_.code.size());
   std::vector<bool> headers(fn_.code.size(), false);
   for (uint32_t header : verified_.loop_headers) headers[header] = true;
+  const PathState unknown{.home = std::vector<bool>(path_.home.size(), false)};
+  // path_ as the caller set it: nothing known at a function's start, an
+  // inlined body's poll state from its caller.
+  bool falls_in = true;
   for (uint32_t off = 0; off < fn_.code.size(); off += LenAt(off)) {
-    if (verified_.depth[off] == VerifiedCode::kUnreachable) continue;  // unreachable code
+    if (verified_.depth[off] == VerifiedCode::kUnreachable) {  // unreachable code
+      falls_in = false;
+      continue;
+    }
     if (blocks_[off] != nullptr) {
       if (b_.GetInsertBlock()->getTerminator() == nullptr) b_.CreateBr(blocks_[off]);
       b_.SetInsertPoint(blocks_[off]);
     }
-    // A loop header is also an on-stack-replacement entry, where the
-    // activation (in this code) has not called anything yet.
-    polled_ = polled_in[off] == 1 && !headers[off];
-    EmitInstruction(off, verified_.depth[off]);
-    const Opcode op = static_cast<Opcode>(code_[off]);
-    auto reach = [&](uint32_t to) {
-      if (to < polled_in.size()) {
-        polled_in[to] = polled_in[to] < 0 ? polled_ : (polled_in[to] == 1 && polled_);
+    if (headers[off]) {
+      // Also an on-stack-replacement entry, where the activation (in this
+      // code) has not called anything yet.
+      path_ = unknown;
+    } else if (std::optional<PathState>& in = jumped_in[off]; in.has_value()) {
+      if (falls_in) {
+        path_.Meet(*in);
+      } else {
+        path_ = *std::move(in);
       }
-    };
-    if (op == Opcode::JUMP || op == Opcode::JUMP_IF_FALSE) reach(JumpTargetAt(off));
-    if (op != Opcode::JUMP && op != Opcode::LOOP && op != Opcode::RETURN) reach(off + LenAt(off));
+    } else if (!falls_in) {
+      path_ = unknown;
+    }
+    jumped_in[off].reset();
+    // Slots above the stack are dead: a later push writes them (Put).
+    const int depth = verified_.depth[off];
+    std::fill(path_.home.begin() + fn_.num_locals + depth, path_.home.end(), false);
+    EmitInstruction(off, depth);
+    const Opcode op = static_cast<Opcode>(code_[off]);
+    if (op == Opcode::JUMP || op == Opcode::JUMP_IF_FALSE) {
+      std::optional<PathState>& in = jumped_in[JumpTargetAt(off)];
+      if (in.has_value()) {
+        in->Meet(path_);
+      } else {
+        in = path_;
+      }
+    }
+    falls_in = op != Opcode::JUMP && op != Opcode::LOOP && op != Opcode::RETURN;
   }
   if (b_.GetInsertBlock()->getTerminator() == nullptr) {
     return absl::InternalError("control falls off the end of the function");
@@ -1528,6 +1594,8 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
   // callee's GC points need to write only its own frame and t->fp and t->sp
   // (design 15).
   Spill(below, off, /*at_call=*/true);
+  path_.frame_written = true;
+  MarkHome(below);
   std::vector<LValue*> args;
   for (int k = 0; k < argc; ++k) args.push_back(Get(below + k));
   LValue* next = b_.CreateConstInBoundsGEP1_64(i8_, frame_, sizeof(Frame));
@@ -1540,7 +1608,9 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
   IrGenerator inner(vm_, callee, module_, /*hot_threshold=*/0);  // no entry, no loops
   inner.frame_depth_ = frame_depth_ + 1;
   inner.base_slot_ = base_slot_ + below;
-  inner.polled_ = polled_;  // the callee's calls after a poll of the caller's need none
+  // The callee's calls after a poll of the caller's need none; its frame
+  // and slots are new.
+  inner.path_.polled = path_.polled;
   if (absl::Status s = inner.EmitInlineBody(*this, next, callee_base, args, slots_[below], done);
       !s.ok() && inline_status_.ok()) {
     // The whole function then stays interpreted (Emit returns it).
@@ -1549,6 +1619,8 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
   }
   b_.SetInsertPoint(done);
   Reload(below);  // a collection in the callee may have moved them
+  MarkHome(below);
+  path_.home[below] = false;  // the result, stored by the body's RETURN
 }
 
 absl::Status IrGenerator::EmitInlineBody(IrGenerator& outer, LValue* frame, LValue* base,
@@ -1578,6 +1650,7 @@ absl::Status IrGenerator::EmitInlineBody(IrGenerator& outer, LValue* frame, LVal
   IRBuilder<> at_entry(&llvm_fn_->getEntryBlock(), llvm_fn_->getEntryBlock().begin());
   const int num_slots = fn_.num_locals + fn_.max_stack;
   b_.SetInsertPoint(outer.b_.GetInsertBlock());
+  path_.home.assign(num_slots, false);
   for (int i = 0; i < num_slots; ++i) {
     slots_.push_back(at_entry.CreateAlloca(i64_));
     Put(i, i < static_cast<int>(args.size()) ? args[i] : Const64(0));
