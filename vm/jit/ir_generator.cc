@@ -190,6 +190,21 @@
 //     at a loop header). A slow path's reload leaves it as it is: on that
 //     path home and value agree again, on the others they are as before.
 //     fib's activation writes its n home once instead of at both calls.
+// 17. What a path has proven about a value is kept (both tiers). Every
+//     operator but ADD goes on only with int operands (design 14; DIV and
+//     MOD come back from their slow path only with ints too), so on the
+//     path after one, both operands and the result are ints, and so is the
+//     local an operand was loaded from while it keeps that value
+//     (PathState::is_int and copy_of; PUSH_INT, comparisons, EQ, NE and NOT
+//     give ints too). An operator on two such slots is its fast path alone,
+//     without a test, and a reload after a GC point skips them: no
+//     collection moves an int, and nothing else writes a caller's slots.
+//     Where a runtime call leaves a result in a slot's home (a built-in, a
+//     slow ADD, DIV or MOD, an index), the slot is forgotten before the
+//     reload. The state flows as design 16's, and an inlined body starts
+//     with what its caller knew of the arguments. fib tests its n once per
+//     activation instead of after each call, and an inlined copy takes its
+//     n - 1 as an int.
 #include "vm/jit/ir_generator.h"
 
 #include <algorithm>
@@ -350,10 +365,10 @@ class IrGenerator {
 
   // Slots: the allocas (registers after mem2reg) and their homes in memory.
   LValue* Get(int slot) { return b_.CreateLoad(i64_, slots_[slot]); }
-  // Every write of a slot but a reload goes through Put (design 16).
+  // Every write of a slot but a reload goes through Put (designs 16, 17).
   void Put(int slot, LValue* v) {
     b_.CreateStore(v, slots_[slot]);
-    path_.home[slot] = false;
+    path_.Forget(slot, fn_.num_locals);
   }
   LValue* Operand(int depth, int k) { return Get(fn_.num_locals + depth + k); }
   void SetOperand(int depth, int k, LValue* v) { Put(fn_.num_locals + depth + k, v); }
@@ -362,9 +377,11 @@ class IrGenerator {
   // (`at_call`: the callee's GC points do it, design 15), t->fp = frame and
   // t->sp = base + n.
   void Spill(int n, uint32_t off, bool at_call = false);
-  // Reads slots [from, n) back from home. It leaves path_.home as it is:
-  // on the path it is on, home and value are then the same, and on any
-  // other they were as path_.home says (design 16).
+  // Reads slots [from, n) back from home, but those known to hold ints,
+  // which no collection moves (design 17). It leaves path_ as it is: on
+  // the path it is on, home and value are then the same, and on any other
+  // they were as path_.home says (design 16). A runtime call that writes a
+  // result home must Forget its slot first.
   void Reload(int n, int from = 0);
   // Design 16: after a write-back or a reload that every path to the
   // instruction's continuation passes, slots [0, n) are home.
@@ -525,16 +542,46 @@ class IrGenerator {
     bool polled = false;         // a real call (which polled) was made
     bool frame_written = false;  // an inlined body's frame has its function and base
     std::vector<bool> home;      // by slot: its home holds its value
+    std::vector<bool> is_int;    // by slot: its value is an int (design 17)
+    std::vector<int> copy_of;    // by operand slot: the local it was loaded from, or -1
     void Meet(const PathState& other) {
       polled = polled && other.polled;
       frame_written = frame_written && other.frame_written;
-      for (size_t i = 0; i < home.size(); ++i) home[i] = home[i] && other.home[i];
+      for (size_t i = 0; i < home.size(); ++i) {
+        home[i] = home[i] && other.home[i];
+        is_int[i] = is_int[i] && other.is_int[i];
+        if (copy_of[i] != other.copy_of[i]) copy_of[i] = -1;
+      }
+    }
+    void Reset(size_t slots) {
+      *this = PathState();
+      home.assign(slots, false);
+      is_int.assign(slots, false);
+      copy_of.assign(slots, -1);
+    }
+    // The slot was written: nothing is known of its new value.
+    void Forget(int slot, int num_locals) {
+      home[slot] = false;
+      is_int[slot] = false;
+      copy_of[slot] = -1;
+      if (slot < num_locals) {
+        for (size_t j = num_locals; j < copy_of.size(); ++j) {
+          if (copy_of[j] == slot) copy_of[j] = -1;
+        }
+      }
+    }
+    // Design 17: the slot's value is an int on every path on from here,
+    // and so is the local's it was loaded from.
+    void ProveInt(int slot) {
+      is_int[slot] = true;
+      if (copy_of[slot] >= 0) is_int[copy_of[slot]] = true;
     }
   };
   PathState path_;
   // The generator of the function being compiled, at the end of outer_.
   IrGenerator& Root() { return outer_ == nullptr ? *this : outer_->Root(); }
   llvm::AllocaInst* inline_result_ = nullptr;
+  std::vector<bool> args_int_;  // which arguments the caller knew to be ints (design 17)
   BasicBlock* inline_done_ = nullptr;
   std::vector<InlinedCall> inlined_calls_;
   absl::Status inline_status_;  // the first inlining that failed
@@ -615,6 +662,7 @@ void IrGenerator::StoreSlots(int from, int n) {
 
 void IrGenerator::Reload(int n, int from) {
   for (int i = from; i < n; ++i) {
+    if (path_.is_int[i]) continue;
     llvm::LoadInst* l = b_.CreateAlignedLoad(i64_, HomeAddr(i), llvm::Align(8));
     l->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
     b_.CreateStore(l, slots_[i]);  // not Put: see the declaration
@@ -709,6 +757,7 @@ void IrGenerator::EmitSlowOperandCall(llvm::FunctionCallee callee, uint32_t off,
   b_.SetInsertPoint(fail);
   ReturnError();
   b_.SetInsertPoint(cont);
+  for (int k = n - pops; k < n - pops + results; ++k) path_.Forget(k, fn_.num_locals);
   Reload(n - pops + results);
 }
 
@@ -751,6 +800,14 @@ void IrGenerator::EmitArithmetic(Opcode op, uint32_t off, int depth) {
   LValue* a = Operand(depth, -2);
   LValue* c = Operand(depth, -1);
   const bool divides = op == Opcode::DIV || op == Opcode::MOD;
+  const int left = fn_.num_locals + depth - 2;
+  const int left_copy_of = path_.copy_of[left];
+  if (!divides && path_.is_int[left] && path_.is_int[left + 1]) {
+    // Design 17: two ints, so the fast path is the only path.
+    SetOperand(depth, -2, IntFastPath(op, a, c));
+    path_.ProveInt(left);
+    return;
+  }
   BasicBlock* fast = NewBlock("int");
   BasicBlock* slow = NewBlock(divides ? "divmod_slow" : "binary_slow");
   BasicBlock* done = NewBlock(divides ? "divmod_done" : "binary_done");
@@ -775,6 +832,15 @@ void IrGenerator::EmitArithmetic(Opcode op, uint32_t off, int depth) {
     ReturnError();
   }
   b_.SetInsertPoint(done);
+  // Design 17: only ADD goes on with operands that are not ints (Strings),
+  // so after any other both operands were ints, and so is the result.
+  if (op != Opcode::ADD) {
+    path_.ProveInt(left + 1);
+    // The left operand's slot holds the result now; the local it was
+    // loaded from is as SetOperand found it.
+    if (left_copy_of >= 0) path_.is_int[left_copy_of] = true;
+    path_.ProveInt(left);
+  }
 }
 
 void IrGenerator::EmitEquality(Opcode op, int depth) {
@@ -794,6 +860,7 @@ void IrGenerator::EmitEquality(Opcode op, int depth) {
   equal->addIncoming(strings_equal, refs);
   SetOperand(depth, -2,
              TagBool(op == Opcode::EQ ? static_cast<LValue*>(equal) : b_.CreateNot(equal)));
+  path_.ProveInt(fn_.num_locals + depth - 2);
 }
 
 void IrGenerator::EmitSlotAccess(LValue* obj, LValue* index, uint64_t header_size, int depth,
@@ -1229,6 +1296,7 @@ void IrGenerator::EmitRuntimeCall(uint32_t off, int depth, bool builtin) {
     ReturnError();
     b_.SetInsertPoint(cont);
   }
+  path_.Forget(n - argc, fn_.num_locals);  // the result, written home
   Reload(n - argc + 1);
   if (done != nullptr) {
     b_.CreateBr(done);
@@ -1243,6 +1311,7 @@ void IrGenerator::EmitInstruction(uint32_t off, int depth) {
   switch (op) {
     case Opcode::PUSH_INT:
       SetOperand(depth, 0, Const64(ReadV64(pc + 1)));
+      path_.ProveInt(fn_.num_locals + depth);
       break;
     case Opcode::PUSH_NULL:
       SetOperand(depth, 0, Const64(0));
@@ -1254,12 +1323,20 @@ void IrGenerator::EmitInstruction(uint32_t off, int depth) {
       break;
     case Opcode::POP:
       break;
-    case Opcode::LOAD_LOCAL:
-      SetOperand(depth, 0, Get(ReadU16(pc + 1)));
+    case Opcode::LOAD_LOCAL: {
+      const int local = ReadU16(pc + 1);
+      const int slot = fn_.num_locals + depth;
+      SetOperand(depth, 0, Get(local));
+      if (path_.is_int[local]) path_.ProveInt(slot);
+      path_.copy_of[slot] = local;
       break;
-    case Opcode::STORE_LOCAL:
-      Put(ReadU16(pc + 1), Operand(depth, -1));
+    }
+    case Opcode::STORE_LOCAL: {
+      const int local = ReadU16(pc + 1);
+      Put(local, Operand(depth, -1));
+      if (path_.is_int[fn_.num_locals + depth - 1]) path_.ProveInt(local);
       break;
+    }
     case Opcode::LOAD_GLOBAL:
       SetOperand(depth, 0, LoadAcquire(ConstPtr(&const_cast<VM&>(vm_).globals()[ReadU32(pc + 1)])));
       break;
@@ -1310,12 +1387,15 @@ void IrGenerator::EmitInstruction(uint32_t off, int depth) {
       ReturnError();
       b_.SetInsertPoint(ok);
       // -x is 2 - bits; ~x flips every bit but the tag.
+      path_.ProveInt(fn_.num_locals + depth - 1);  // before SetOperand forgets its source
       SetOperand(depth, -1,
                  op == Opcode::NEG ? b_.CreateSub(Const64(2), a) : b_.CreateXor(a, Const64(~1ull)));
+      path_.ProveInt(fn_.num_locals + depth - 1);
       break;
     }
     case Opcode::NOT:
       SetOperand(depth, -1, TagBool(b_.CreateNot(IsTruthy(Operand(depth, -1)))));
+      path_.ProveInt(fn_.num_locals + depth - 1);  // true and false are ints
       break;
     case Opcode::JUMP:
       b_.CreateBr(blocks_[JumpTargetAt(off)]);
@@ -1408,7 +1488,7 @@ absl::Status IrGenerator::Emit(const std::string& symbol) {
   BasicBlock* entry = NewBlock("entry");
   b_.SetInsertPoint(entry);
   const int num_slots = fn_.num_locals + fn_.max_stack;
-  path_.home.assign(num_slots, false);
+  path_.Reset(num_slots);
   for (int i = 0; i < num_slots; ++i) slots_.push_back(b_.CreateAlloca(i64_));
   for (int i = 0; i < num_slots; ++i) b_.CreateStore(Const64(0), slots_[i]);
   base_ = LoadField(frame_, kFrameBase, ptr_, tbaa_frame_);
@@ -1481,7 +1561,8 @@ absl::Status IrGenerator::EmitInstructions() {
   std::vector<std::optional<PathState>> jumped_in(fn_.code.size());
   std::vector<bool> headers(fn_.code.size(), false);
   for (uint32_t header : verified_.loop_headers) headers[header] = true;
-  const PathState unknown{.home = std::vector<bool>(path_.home.size(), false)};
+  PathState unknown;
+  unknown.Reset(path_.home.size());
   // path_ as the caller set it: nothing known at a function's start, an
   // inlined body's poll state from its caller.
   bool falls_in = true;
@@ -1510,7 +1591,9 @@ absl::Status IrGenerator::EmitInstructions() {
     jumped_in[off].reset();
     // Slots above the stack are dead: a later push writes them (Put).
     const int depth = verified_.depth[off];
-    std::fill(path_.home.begin() + fn_.num_locals + depth, path_.home.end(), false);
+    for (size_t i = fn_.num_locals + depth; i < path_.home.size(); ++i) {
+      path_.Forget(static_cast<int>(i), fn_.num_locals);
+    }
     EmitInstruction(off, depth);
     const Opcode op = static_cast<Opcode>(code_[off]);
     if (op == Opcode::JUMP || op == Opcode::JUMP_IF_FALSE) {
@@ -1611,6 +1694,7 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
   // The callee's calls after a poll of the caller's need none; its frame
   // and slots are new.
   inner.path_.polled = path_.polled;
+  for (int k = 0; k < argc; ++k) inner.args_int_.push_back(path_.is_int[below + k]);
   if (absl::Status s = inner.EmitInlineBody(*this, next, callee_base, args, slots_[below], done);
       !s.ok() && inline_status_.ok()) {
     // The whole function then stays interpreted (Emit returns it).
@@ -1620,7 +1704,7 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
   b_.SetInsertPoint(done);
   Reload(below);  // a collection in the callee may have moved them
   MarkHome(below);
-  path_.home[below] = false;  // the result, stored by the body's RETURN
+  path_.Forget(below, fn_.num_locals);  // the result, stored by the body's RETURN
 }
 
 absl::Status IrGenerator::EmitInlineBody(IrGenerator& outer, LValue* frame, LValue* base,
@@ -1650,10 +1734,16 @@ absl::Status IrGenerator::EmitInlineBody(IrGenerator& outer, LValue* frame, LVal
   IRBuilder<> at_entry(&llvm_fn_->getEntryBlock(), llvm_fn_->getEntryBlock().begin());
   const int num_slots = fn_.num_locals + fn_.max_stack;
   b_.SetInsertPoint(outer.b_.GetInsertBlock());
-  path_.home.assign(num_slots, false);
+  const bool polled = path_.polled;  // the caller's (EmitInlinedCall)
+  path_.Reset(num_slots);
+  path_.polled = polled;
   for (int i = 0; i < num_slots; ++i) {
     slots_.push_back(at_entry.CreateAlloca(i64_));
     Put(i, i < static_cast<int>(args.size()) ? args[i] : Const64(0));
+  }
+  // What the caller knew of the arguments (design 17).
+  for (size_t i = 0; i < args_int_.size(); ++i) {
+    if (args_int_[i]) path_.ProveInt(static_cast<int>(i));
   }
   blocks_.assign(fn_.code.size(), nullptr);
   for (size_t off = 0; off < fn_.code.size(); ++off) {
