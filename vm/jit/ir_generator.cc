@@ -96,14 +96,16 @@
 //     the calls. The caller's slots go home
 //     as for a call, and the frame checks stay, so a stack overflow happens
 //     at the same depth as in the interpreter. The callee's Frame is written
-//     lazily: only its GC points (slow paths, all cold) write its function,
-//     base and pc and make it t->fp, so a collection, a stack trace, an
+//     lazily: only its GC points (its calls, and slow paths, all cold)
+//     write its function and base (the first on each path, design 16) and
+//     pc, and make it t->fp (design 15), so a collection, a stack trace, an
 //     agent's GetStackTrace and an error trace see exactly the frames of the
 //     uninlined call, lines included. Its RETURN continues in the caller,
-//     whose next GC point makes the caller's frame t->fp again (design 15). A call the inlined body makes is a GC
-//     point like any other: it writes the inlined frame first, so the chain
-//     of frames is whole below the callee. No poll on entry: an inlined body
-//     without loops is bounded work, and its calls poll.
+//     whose next GC point makes the caller's frame t->fp again (design
+//     15). A call the inlined body makes is a GC point like any other: it
+//     writes the inlined frame first, so the chain of frames is whole below
+//     the callee. No poll on entry: an inlined body without loops is
+//     bounded work, and its calls poll.
 // 11. Tier-up (quick tier only, jit.cc design 2): at entry and at every loop
 //     back-edge the code counts Function::hotness as the interpreter does
 //     (relaxed load + store). At the threshold a cold block calls

@@ -12,6 +12,10 @@
 //     sp and pc in registers and writes them back (sp here, pc into the top
 //     frame) before anything that can allocate, collect or stop the thread.
 //     Nothing above sp is ever scanned, so stale slots there are harmless.
+//     Compiled code writes sp and fp at those points only, not at its calls
+//     and returns (vm/jit/ir_generator.cc, design 15): both are exact
+//     wherever the thread can be looked at (by itself at such a point, by
+//     another thread while it is stopped at one), and may be stale between.
 //  3. Frames are a separate array (not interleaved with values), so a stack
 //     walk for a trace or an agent's GetStackTrace needs no knowledge of the
 //     value layout. A frame's pc is the start of the instruction it is at: for
