@@ -1311,10 +1311,13 @@ void IrGenerator::EmitInstruction(uint32_t off, int depth) {
   const Opcode op = OpAt(off);
   const uint32_t next = off + LenAt(off);
   switch (op) {
-    case Opcode::PUSH_INT:
-      SetOperand(depth, 0, Const64(ReadV64(pc + 1)));
-      path_.ProveInt(fn_.num_locals + depth);
+    case Opcode::PUSH_INT: {
+      const uint64_t bits = ReadV64(pc + 1);
+      SetOperand(depth, 0, Const64(bits));
+      // Always an int (opcodes.h); the tag bit says so without trusting it.
+      if ((bits & 1) != 0) path_.ProveInt(fn_.num_locals + depth);
       break;
+    }
     case Opcode::PUSH_NULL:
       SetOperand(depth, 0, Const64(0));
       break;
