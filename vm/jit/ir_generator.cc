@@ -207,6 +207,16 @@
 //     with what its caller knew of the arguments. fib tests its n once per
 //     activation instead of after each call, and an inlined copy takes its
 //     n - 1 as an int.
+// 18. The base read again after a call (optimised tier). Every slot's
+//     address is base + a constant, and LLVM computes each once and keeps
+//     it: under preserve_none (design 8) each one live across a call was a
+//     save and a restore on the native stack. So optimised code keeps the
+//     base in an alloca of its own (base_home_, promoted like the slots)
+//     and stores a fresh load of frame->base into it after each real call:
+//     addresses after the call derive from that load, and one load replaces
+//     the saves. frame->base is the caller's to write and does not change
+//     during the activation. Quick code keeps its base in one value: the
+//     extra IR made eager's start-up 6% dearer.
 #include "vm/jit/ir_generator.h"
 
 #include <algorithm>
@@ -374,7 +384,13 @@ class IrGenerator {
   }
   LValue* Operand(int depth, int k) { return Get(fn_.num_locals + depth + k); }
   void SetOperand(int depth, int k, LValue* v) { Put(fn_.num_locals + depth + k, v); }
-  LValue* HomeAddr(int slot) { return b_.CreateConstInBoundsGEP1_64(i64_, base_, slot); }
+  // Optimised code reads the base from frame->base again after each call
+  // (design 18), so it goes through base_home_; quick code keeps base_.
+  LValue* HomeAddr(int slot) {
+    IrGenerator& root = Root();
+    LValue* base = root.base_home_ != nullptr ? b_.CreateLoad(ptr_, root.base_home_) : root.base_;
+    return b_.CreateConstInBoundsGEP1_64(i64_, base, base_slot_ + slot);
+  }
   // Writes slots [0, n) home, frame->pc = code + off and, but at a call
   // (`at_call`: the callee's GC points do it, design 15), t->fp = frame and
   // t->sp = base + n.
@@ -509,6 +525,7 @@ class IrGenerator {
   LValue* thread_ = nullptr;
   LValue* frame_ = nullptr;
   LValue* base_ = nullptr;
+  llvm::AllocaInst* base_home_ = nullptr;
   LValue* cards_ = nullptr;
   std::vector<llvm::AllocaInst*> slots_;
   std::vector<BasicBlock*> blocks_;  // by offset, for leaders
@@ -641,7 +658,7 @@ void IrGenerator::WriteInlinedFrame() {
     // An inlined callee's frame exists from its first GC point on (design
     // 10); the caller wrote its own slots and pc at the call.
     StoreField(ConstPtr(&fn_), frame_, kFrameFn, tbaa_frame_);
-    StoreField(base_, frame_, kFrameBase, tbaa_frame_);
+    StoreField(HomeAddr(0), frame_, kFrameBase, tbaa_frame_);
   }
 }
 
@@ -1117,7 +1134,7 @@ LValue* IrGenerator::EmitFrameChecks(LValue* next, int callee_slot, const Functi
   LValue* stack_end = LoadField(thread_, kThreadStackEnd, ptr_, tbaa_thread_);
   LValue* frames_full =
       b_.CreateICmpUGE(b_.CreatePtrToInt(next, i64_), b_.CreatePtrToInt(frames_end, i64_));
-  LValue* needed = b_.CreateConstInBoundsGEP1_64(i64_, base_, needed_slots);
+  LValue* needed = HomeAddr(needed_slots);
   LValue* stack_full =
       b_.CreateICmpUGT(b_.CreatePtrToInt(needed, i64_), b_.CreatePtrToInt(stack_end, i64_));
   BasicBlock* overflow = NewBlock("stack_overflow");
@@ -1215,6 +1232,11 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   b_.SetInsertPoint(propagate);
   b_.CreateRet(result);  // the frames stay as they are, for the trace
   b_.SetInsertPoint(ok);
+  if (IrGenerator& root = Root(); root.base_home_ != nullptr) {
+    // Design 18: the base again from the frame, so that no address of a
+    // slot has to be kept across the call.
+    b_.CreateStore(LoadField(root.frame_, kFrameBase, ptr_, tbaa_frame_), root.base_home_);
+  }
   Reload(below);  // a collection in the callee may have moved them
   MarkHome(below);
   Put(below, result);
@@ -1497,6 +1519,10 @@ absl::Status IrGenerator::Emit(const std::string& symbol) {
   for (int i = 0; i < num_slots; ++i) slots_.push_back(b_.CreateAlloca(i64_));
   for (int i = 0; i < num_slots; ++i) b_.CreateStore(Const64(0), slots_[i]);
   base_ = LoadField(frame_, kFrameBase, ptr_, tbaa_frame_);
+  if (hot_threshold_ == 0) {  // design 18
+    base_home_ = b_.CreateAlloca(ptr_);
+    b_.CreateStore(base_, base_home_);
+  }
   cards_ = LoadField(thread_, kCardTable, ptr_, tbaa_thread_);
   if (hot_threshold_ == 0) {
     // Design 12: the bounds every call site's first test compares, as
