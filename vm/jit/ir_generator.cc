@@ -393,7 +393,8 @@ class IrGenerator {
   }
   // Writes slots [0, n) home, frame->pc = code + off and, but at a call
   // (`at_call`: the callee's GC points do it, design 15), t->fp = frame and
-  // t->sp = base + n.
+  // t->sp = base + n. A call's write-back is on every path on from it, so
+  // after it the slots and an inlined body's frame are home (design 16).
   void Spill(int n, uint32_t off, bool at_call = false);
   // Reads slots [from, n) back from home, but those known to hold ints,
   // which no collection moves (design 17). It leaves path_ as it is: on
@@ -404,6 +405,13 @@ class IrGenerator {
   // Design 16: after a write-back or a reload that every path to the
   // instruction's continuation passes, slots [0, n) are home.
   void MarkHome(int n) { std::fill(path_.home.begin(), path_.home.begin() + n, true); }
+  // The caller's slots below a call's arguments, read back on the path that
+  // goes on after it (a collection in the callee may have moved them), and
+  // home from then on.
+  void ReloadAfterCall(int below) {
+    Reload(below);
+    MarkHome(below);
+  }
   void SetPc(uint32_t off);
   // Writes home the slots in [from, n) that are not there (design 16).
   void StoreSlots(int from, int n);
@@ -490,11 +498,10 @@ class IrGenerator {
   bool Inlinable(const Function& callee);
   void EmitInlinedCall(uint32_t off, int depth, const Function& callee);
   // Run on the callee's generator: emits its body at `outer`'s insertion
-  // point, on the frame `frame` (not pushed) at `base`; RETURN stores into
-  // `result` and branches to `done`.
-  absl::Status EmitInlineBody(IrGenerator& outer, LValue* frame, LValue* base,
-                              const std::vector<LValue*>& args, llvm::AllocaInst* result,
-                              BasicBlock* done);
+  // point, on the frame `frame` (not pushed) with its slots at base_slot_;
+  // RETURN stores into `result` and branches to `done`.
+  absl::Status EmitInlineBody(IrGenerator& outer, LValue* frame, const std::vector<LValue*>& args,
+                              llvm::AllocaInst* result, BasicBlock* done);
   // The body's loop over the bytecode.
   absl::Status EmitInstructions();
   void EmitRuntimeCall(uint32_t off, int depth, bool builtin);
@@ -524,6 +531,7 @@ class IrGenerator {
   llvm::Function* llvm_fn_ = nullptr;
   LValue* thread_ = nullptr;
   LValue* frame_ = nullptr;
+  // The root's only: an inlined body's slots are at base_slot_ from it.
   LValue* base_ = nullptr;
   llvm::AllocaInst* base_home_ = nullptr;
   LValue* cards_ = nullptr;
@@ -669,6 +677,10 @@ void IrGenerator::Spill(int n, uint32_t off, bool at_call) {
   StoreSlots(0, n);
   if (!at_call) StoreField(HomeAddr(n), thread_, kThreadSp, tbaa_thread_);
   SetPc(off);
+  if (at_call) {
+    path_.frame_written = true;
+    MarkHome(n);
+  }
 }
 
 void IrGenerator::StoreSlots(int from, int n) {
@@ -1162,8 +1174,6 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   // the interpreter; the arguments stay in registers (design 8). t->fp and
   // t->sp are the callee's to write (design 15).
   Spill(n - in_registers, off, /*at_call=*/true);
-  path_.frame_written = true;
-  MarkHome(n - in_registers);
   // Push the callee's frame: EnterFrame's checks, inline. Before the poll:
   // the poll reads back only the arguments, so after a collection there
   // the registers of the slots below are stale until the call's reload,
@@ -1237,8 +1247,7 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
     // slot has to be kept across the call.
     b_.CreateStore(LoadField(root.frame_, kFrameBase, ptr_, tbaa_frame_), root.base_home_);
   }
-  Reload(below);  // a collection in the callee may have moved them
-  MarkHome(below);
+  ReloadAfterCall(below);
   Put(below, result);
 }
 
@@ -1708,12 +1717,9 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
   // callee's GC points need to write only its own frame and t->fp and t->sp
   // (design 15).
   Spill(below, off, /*at_call=*/true);
-  path_.frame_written = true;
-  MarkHome(below);
   std::vector<LValue*> args;
   for (int k = 0; k < argc; ++k) args.push_back(Get(below + k));
   LValue* next = b_.CreateConstInBoundsGEP1_64(i8_, frame_, sizeof(Frame));
-  LValue* callee_base = HomeAddr(below);
   // EnterFrame's checks, so that the overflow happens where it would. The
   // native stack is not used: the body runs on this function's.
   EmitFrameChecks(next, below, callee, n, off);
@@ -1726,19 +1732,18 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
   // and slots are new.
   inner.path_.polled = path_.polled;
   for (int k = 0; k < argc; ++k) inner.args_int_.push_back(path_.is_int[below + k]);
-  if (absl::Status s = inner.EmitInlineBody(*this, next, callee_base, args, slots_[below], done);
+  if (absl::Status s = inner.EmitInlineBody(*this, next, args, slots_[below], done);
       !s.ok() && inline_status_.ok()) {
     // The whole function then stays interpreted (Emit returns it).
     inline_status_ =
         absl::Status(s.code(), absl::StrCat("inlining ", callee.name, ": ", s.message()));
   }
   b_.SetInsertPoint(done);
-  Reload(below);  // a collection in the callee may have moved them
-  MarkHome(below);
+  ReloadAfterCall(below);
   path_.Forget(below, fn_.num_locals);  // the result, stored by the body's RETURN
 }
 
-absl::Status IrGenerator::EmitInlineBody(IrGenerator& outer, LValue* frame, LValue* base,
+absl::Status IrGenerator::EmitInlineBody(IrGenerator& outer, LValue* frame,
                                          const std::vector<LValue*>& args, llvm::AllocaInst* result,
                                          BasicBlock* done) {
   absl::StatusOr<VerifiedCode> verified = VerifyFunction(program_, fn_);
@@ -1750,7 +1755,6 @@ absl::Status IrGenerator::EmitInlineBody(IrGenerator& outer, LValue* frame, LVal
   llvm_fn_ = outer.llvm_fn_;
   thread_ = outer.thread_;
   frame_ = frame;
-  base_ = base;
   cards_ = outer.cards_;
   unlikely_weights_ = outer.unlikely_weights_;
   tbaa_stack_ = outer.tbaa_stack_;
