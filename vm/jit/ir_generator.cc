@@ -90,10 +90,11 @@
 //     loops or spawns (kMaxInlineBytecode bytes), whose own calls are to
 //     small leaves that inline too, emits the callee's body in place, with
 //     its own slots, up to kMaxInlineDepth levels deep and kInlineBudget
-//     bytes in all. A recursive function is inlined into itself once
-//     (HotSpot's MaxRecursiveInlineLevel is 1 too), so fib's body holds two
-//     copies of itself that make real calls, and the recursion makes half
-//     the calls. The caller's slots go home
+//     bytes in all. A recursive function is inlined into itself two
+//     levels deep (kMaxRecursiveInlineLevel), so fib's body holds six
+//     copies of itself, the four innermost make real calls, and a third
+//     of fib's calls are real ones (half with one level, all with none).
+//     The caller's slots go home
 //     as for a call, and the frame checks stay, so a stack overflow happens
 //     at the same depth as in the interpreter. The callee's Frame is written
 //     lazily: only its GC points (its calls, and slow paths, all cold)
@@ -148,9 +149,9 @@
 //     recursion makes a first real call in every activation. So optimised
 //     code polls at a real call only if some path from the activation's
 //     start (or from a loop header, where on-stack replacement enters)
-//     reaches it without an earlier real call; fib's activation polls
-//     twice instead of four times (each inlined copy's base case returns
-//     without a call). An inlined body starts in its caller's state
+//     reaches it without an earlier real call; fib's code polls at four of
+//     its eight real calls (an innermost copy's base case returns without
+//     a call). An inlined body starts in its caller's state
 //     (it is the same activation) and an inlined call leaves it unchanged.
 //     The state is computed while the body is emitted (EmitInstructions):
 //     every edge but LOOP goes forward. Between two polls a thread now runs
@@ -319,10 +320,17 @@ using enum RuntimeFunction;
 // constructor-like function of a few fields, a getter, a small arithmetic
 // helper (HotSpot's MaxInlineSize is 35 bytes of its denser bytecode).
 constexpr size_t kMaxInlineBytecode = 64;
-// A recursive function inlined into itself (once) may be larger: the copy
-// halves the calls on every recursive path (binary trees' bottom_up and
-// check are 84 and 77 bytes, fib 62).
+// A recursive function inlined into itself may be larger: each level of
+// copies halves the calls on every recursive path (binary trees' bottom_up
+// and check are 84 and 77 bytes, fib 62).
 constexpr size_t kMaxRecursiveInlineBytecode = 128;
+// Copies of a recursive function inside itself, nested. HotSpot stops at
+// one (MaxRecursiveInlineLevel); a real call costs more here (its Frame is
+// written, docs/jit.md "Calls"), and the second level makes fib(40) 0.86x
+// the time at about twice the compile work for such a function
+// (docs/performance.md, "JIT tier" 14). A third made fib's calls 0.87x the
+// instructions again for 2.5x the compile work.
+constexpr int kMaxRecursiveInlineLevel = 2;
 // The most bytecode inlined into one function, all sites together, so that
 // compile work per function stays bounded (a function of 600 calls to
 // small functions inlines the first 64 or so and calls the rest).
@@ -1687,12 +1695,12 @@ bool IrGenerator::Inlinable(const Function& callee) {
     return false;
   }
   int depth = 0;
-  int copies = 0;  // of `callee` in the chain of inlined bodies
+  int copies = 0;  // of `callee` in the chain of bodies, the root's included
   for (const IrGenerator* g = this; g != nullptr; g = g->outer_) {
     if (g->outer_ != nullptr) ++depth;
     if (&g->fn_ == &callee) ++copies;
   }
-  if (depth >= kMaxInlineDepth || copies > 1) return false;
+  if (depth >= kMaxInlineDepth || copies > kMaxRecursiveInlineLevel) return false;
   std::optional<std::vector<uint32_t>> calls = CallsOfLoopFree(callee);
   if (!calls.has_value()) return false;
   // What the callee calls must inline away too, except in a recursive
@@ -1724,7 +1732,8 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
   // native stack is not used: the body runs on this function's.
   EmitFrameChecks(next, below, callee, n, off);
   BasicBlock* done = NewBlock("inline_done");
-  Root().inlined_calls_.push_back({&callee, &fn_, fn_.lines.LineFor(off)});
+  Root().inlined_calls_.push_back(
+      {&callee, outer_ == nullptr ? nullptr : &fn_, fn_.lines.LineFor(off)});
   IrGenerator inner(vm_, callee, module_, /*hot_threshold=*/0);  // no entry, no loops
   inner.frame_depth_ = frame_depth_ + 1;
   inner.base_slot_ = base_slot_ + below;

@@ -19,8 +19,10 @@ namespace minivm::jit {
 // A call site whose callee was inlined (ir_generator.cc, design 10).
 struct InlinedCall {
   const Function* callee;
-  const Function* caller;  // the compiled function, or an inlined body in it
-  int line;                // of the call, in `caller`
+  // The inlined body the call is in, or null for the compiled function's
+  // own body (a recursive function's copy of itself is an inlined body).
+  const Function* caller;
+  int line;  // of the call, in `caller` (or the compiled function)
 };
 
 // The calling convention of optimised code on `target` (ir_generator.cc,

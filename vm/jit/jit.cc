@@ -611,7 +611,8 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns, Tier tier,
                     ms / static_cast<double>(members.size()), (*addresses)[i]);
       for (const InlinedCall& call : members_inlined[i]) {
         absl::FPrintF(config.log, "[jit] %s: inlined %s (line %d%s)\n", fn->name, call.callee->name,
-                      call.line, call.caller == fn ? "" : absl::StrCat(", in ", call.caller->name));
+                      call.line,
+                      call.caller == nullptr ? "" : absl::StrCat(", in ", call.caller->name));
       }
     }
   }
