@@ -218,11 +218,30 @@
 //     the saves. frame->base is the caller's to write and does not change
 //     during the activation. Quick code keeps its base in one value: the
 //     extra IR made eager's start-up 6% dearer.
+// 19. What a recursive function returns (optimised tier). Optimised code is
+//     first emitted on the assumption that a call of the function itself
+//     returns an int when it returns at all, and keeps it only if every
+//     RETURN of the function's own body then returns a value design 17
+//     proves an int; else it is emitted again without it (EmitFunction).
+//     The assumption proves itself by induction on the depth of calls: the
+//     deepest completed activation returns through a RETURN whose proof
+//     used no call that completed, and each activation above it returns
+//     through one whose proof used only completed calls of the function,
+//     ints by then. The proof is of the bytecode, so it holds whichever
+//     tier runs a call, the interpreter included. An error or exit comes
+//     back as a sentinel, even and so not an int: one bit tests a self
+//     call's result. An inlined body whose every RETURN returns a proven
+//     int gives its caller a proven int (any callee, design 17's state at
+//     the RETURN). fib's sum of two calls is then an add alone, and
+//     check's in binary trees too; bottom_up returns objects and is
+//     emitted twice (the IR is a small part of a compile, section 14 of
+//     docs/performance.md's JIT tier).
 #include "vm/jit/ir_generator.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -355,6 +374,11 @@ class IrGenerator {
         hot_threshold_(hot_threshold) {}
 
   absl::Status Emit(const std::string& symbol);
+  // Design 19: emit on the assumption that a call of the function itself
+  // returns an int (when it succeeds); AssumptionFailed says afterwards
+  // whether the code relies on it without its RETURNs proving it.
+  void AssumeSelfReturnsInt() { assume_self_returns_int_ = true; }
+  bool AssumptionFailed() const { return assumed_self_returns_int_ && returns_non_int_; }
   // Call sites inlined by Emit: the callee and the caller's line.
   const std::vector<InlinedCall>& inlined() const { return inlined_calls_; }
 
@@ -621,6 +645,12 @@ class IrGenerator {
   std::vector<InlinedCall> inlined_calls_;
   absl::Status inline_status_;  // the first inlining that failed
   size_t inlined_bytes_ = 0;    // against kInlineBudget
+  // Design 19. In the root: a call of the function itself returns an int
+  // (assumed), and that assumption was used. In every body: some RETURN's
+  // value is not known to be an int.
+  bool assume_self_returns_int_ = false;
+  bool assumed_self_returns_int_ = false;
+  bool returns_non_int_ = false;
 };
 
 void IrGenerator::DeclareRuntime() {
@@ -1246,7 +1276,11 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   result->addIncoming(result_interpreted, interpreted_end);
   BasicBlock* propagate = NewBlock("propagate");
   BasicBlock* ok = NewBlock("call_ok");
-  CondBrUnlikely(IsSentinel(result), propagate, ok);
+  // Design 19: a call of the function itself returns an int or a sentinel
+  // (both sentinels are even), if the assumption holds.
+  const bool returns_int = callee == &Root().fn_ && Root().assume_self_returns_int_;
+  if (returns_int) Root().assumed_self_returns_int_ = true;
+  CondBrUnlikely(returns_int ? b_.CreateNot(IsInt(result)) : IsSentinel(result), propagate, ok);
   b_.SetInsertPoint(propagate);
   b_.CreateRet(result);  // the frames stay as they are, for the trace
   b_.SetInsertPoint(ok);
@@ -1257,6 +1291,7 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   }
   ReloadAfterCall(below);
   Put(below, result);
+  if (returns_int) path_.ProveInt(below);
 }
 
 BasicBlock* IrGenerator::EmitNewArrayFastPath(int depth, bool refs) {
@@ -1487,6 +1522,7 @@ void IrGenerator::EmitInstruction(uint32_t off, int depth) {
       break;
     }
     case Opcode::RETURN:
+      if (!path_.is_int[fn_.num_locals + depth - 1]) returns_non_int_ = true;  // design 19
       if (outer_ != nullptr) {  // an inlined callee: pop and continue (design 10)
         b_.CreateStore(Operand(depth, -1), inline_result_);
         b_.CreateBr(inline_done_);  // t->fp is not read until a GC point writes it (design 15)
@@ -1750,6 +1786,7 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
   b_.SetInsertPoint(done);
   ReloadAfterCall(below);
   path_.Forget(below, fn_.num_locals);  // the result, stored by the body's RETURN
+  if (!inner.returns_non_int_) path_.ProveInt(below);  // every RETURN's was an int
 }
 
 absl::Status IrGenerator::EmitInlineBody(IrGenerator& outer, LValue* frame,
@@ -1855,9 +1892,20 @@ void EmitTrampolines(llvm::Module* module) {
 absl::Status EmitFunction(const VM& vm, const Function& fn, const std::string& symbol,
                           llvm::Module* module, uint32_t hot_threshold,
                           std::vector<InlinedCall>* inlined) {
-  IrGenerator generator(vm, fn, module, hot_threshold);
-  absl::Status s = generator.Emit(symbol);
-  if (s.ok() && inlined != nullptr) *inlined = generator.inlined();
+  // Design 19: optimised code first assumes that the function's calls of
+  // itself return ints, and is emitted again without the assumption if its
+  // RETURNs do not prove it.
+  auto generator = std::make_unique<IrGenerator>(vm, fn, module, hot_threshold);
+  if (hot_threshold == 0) generator->AssumeSelfReturnsInt();
+  absl::Status s = generator->Emit(symbol);
+  if (s.ok() && generator->AssumptionFailed()) {
+    llvm::Function* emitted = module->getFunction(symbol);
+    emitted->dropAllReferences();  // its own recursive calls
+    emitted->eraseFromParent();
+    generator = std::make_unique<IrGenerator>(vm, fn, module, hot_threshold);
+    s = generator->Emit(symbol);
+  }
+  if (s.ok() && inlined != nullptr) *inlined = generator->inlined();
   return s;
 }
 
