@@ -418,7 +418,7 @@ vmtiError ReadFrames(const VMThread* t, vmtiInt start_depth, vmtiInt max_frame_c
   for (int i = first; i < depth && count < max_frame_count; ++i, ++count) {
     const Frame& f = t->fp[-i];
     frame_buffer[count].method = MethodId(f.fn);
-    frame_buffer[count].location = static_cast<vmtiLocation>(f.pc - f.fn->code.data());
+    frame_buffer[count].location = static_cast<vmtiLocation>(f.pc() - f.fn->code.data());
   }
   *count_ptr = count;
   return VMTI_ERROR_NONE;

@@ -59,8 +59,10 @@ class VmInterface {
   virtual void VisitGlobalRoots(RootVisitor& visitor) = 0;
 
   // The roots of one stopped mutator: its value stack up to its precise top
+  // (but for slots the VM knows to hold no reference, which it may skip)
   // and anything else the thread holds (handles, pending results). With
-  // visitor.WantsRootInfo(), each frame's slots are one kStackSlot range.
+  // visitor.WantsRootInfo(), each frame's slots are kStackSlot ranges, one
+  // per run of slots visited.
   virtual void VisitMutatorRoots(Mutator* mutator, RootVisitor& visitor) = 0;
 };
 

@@ -236,6 +236,27 @@
 //     check's in binary trees too; bottom_up returns objects and is
 //     emitted twice (the IR is a small part of a compile, section 14 of
 //     docs/performance.md's JIT tier).
+// 20. Proven ints are not written home at calls (both tiers). A home exists
+//     for the collector (and for the interpreter, should it take the
+//     activation over), and the collector needs nothing of an int. So a
+//     call's write-back (Spill with at_call, real or inlined) leaves out the
+//     slots under its arguments that design 17 proves to be ints and whose
+//     homes do not hold them already, among the frame's first kMaskSlots,
+//     and names them in the top 16 bits of the pc word it writes
+//     (vm/runtime/thread.h, 5.): VM::VisitMutatorRoots skips those homes,
+//     which may hold anything, a stale reference from an earlier deeper
+//     frame included. They stay "not home" (design 16), so every later
+//     write-back that is not a call's writes them: a slow path's, a poll's
+//     away from a call, and the interpreter's hand-over, which also writes
+//     what each inlined caller's call left out (WriteOuterFramesBack). The
+//     poll at a call repeats the call's mask, since the frame's slots are
+//     as the call left them. The mask is true for the frame while it is at
+//     that instruction whichever tier runs it (the slots are ints on every
+//     path there), and each GC point after it writes the pc word again.
+//     The reload after the call skips them already (design 17). fib's
+//     activation wrote its n and its first call's result home at every
+//     call; those stores were 29% of its time (docs/performance.md, "JIT
+//     tier", 15), though a store is one instruction.
 #include "vm/jit/ir_generator.h"
 
 #include <algorithm>
@@ -292,7 +313,7 @@ constexpr uint64_t kThreadStackEnd = offsetof(VMThread, stack_end);
 constexpr uint64_t kThreadFramesEnd = offsetof(VMThread, frames_end);
 constexpr uint64_t kThreadNativeLimit = offsetof(VMThread, native_stack_limit);
 constexpr uint64_t kFrameFn = offsetof(Frame, fn);
-constexpr uint64_t kFramePc = offsetof(Frame, pc);
+constexpr uint64_t kFramePc = offsetof(Frame, pc_word);
 constexpr uint64_t kFrameBase = offsetof(Frame, base);
 static_assert(offsetof(VMThread, mutator) == 0);
 
@@ -427,7 +448,10 @@ class IrGenerator {
   // (`at_call`: the callee's GC points do it, design 15), t->fp = frame and
   // t->sp = base + n. A call's write-back is on every path on from it, so
   // after it the slots and an inlined body's frame are home (design 16).
-  void Spill(int n, uint32_t off, bool at_call = false);
+  // At a call (design 20) the slots below `keep_from` that are proven ints
+  // and not home are left out, named in the pc word's int mask instead,
+  // and stay not home; call_mask_ keeps the mask for the call's poll.
+  void Spill(int n, uint32_t off, bool at_call = false, int keep_from = 0);
   // Reads slots [from, n) back from home, but those known to hold ints,
   // which no collection moves (design 17). It leaves path_ as it is: on
   // the path it is on, home and value are then the same, and on any other
@@ -439,12 +463,16 @@ class IrGenerator {
   void MarkHome(int n) { std::fill(path_.home.begin(), path_.home.begin() + n, true); }
   // The caller's slots below a call's arguments, read back on the path that
   // goes on after it (a collection in the callee may have moved them), and
-  // home from then on.
-  void ReloadAfterCall(int below) {
+  // home from then on but those the call's int mask left out (design 20).
+  void ReloadAfterCall(int below, uint32_t mask) {
     Reload(below);
-    MarkHome(below);
+    for (int i = 0; i < below; ++i) path_.home[i] = (mask >> i & 1) == 0;
   }
-  void SetPc(uint32_t off);
+  // frame->pc_word: the pc, and the int mask of design 20 (thread.h, 5.).
+  void SetPc(uint32_t off, uint32_t mask = 0);
+  // Design 20: before the interpreter takes the activation over, the
+  // slots each caller's call left out (ints, not home) go home.
+  void WriteOuterFramesBack();
   // Writes home the slots in [from, n) that are not there (design 16).
   void StoreSlots(int from, int n);
   // An inlined body's frame's function and base, unless every path here
@@ -482,7 +510,7 @@ class IrGenerator {
   // The poll at a loop back-edge or a call: its cold path writes slots
   // [from, n) home (the others are home already), sets t->sp = base + n and
   // the pc, and reads [from, n) back after the safepoint.
-  void EmitPoll(int n, uint32_t pc_off, int from);
+  void EmitPoll(int n, uint32_t pc_off, int from, uint32_t pc_mask = 0);
   // Design 11: slots [0, n) live, `pc_off` the pc to write back, `entry`
   // the optimised code's entry argument. Nothing unless hot_threshold_.
   void EmitTierUp(int n, uint32_t pc_off, uint32_t entry);
@@ -648,6 +676,8 @@ class IrGenerator {
   // Design 19. In the root: a call of the function itself returns an int
   // (assumed), and that assumption was used. In every body: some RETURN's
   // value is not known to be an int.
+  uint32_t call_mask_ = 0;      // design 20: the mask of the call being emitted
+  int inlined_call_below_ = 0;  // design 20: the slots under an inlined call's arguments
   bool assume_self_returns_int_ = false;
   bool assumed_self_returns_int_ = false;
   bool returns_non_int_ = false;
@@ -695,8 +725,18 @@ void IrGenerator::StoreRelease(LValue* v, LValue* p) {
   store->setAtomic(llvm::AtomicOrdering::Release);
 }
 
-void IrGenerator::SetPc(uint32_t off) {
-  StoreField(ConstPtr(code_ + off), frame_, kFramePc, tbaa_frame_);
+void IrGenerator::SetPc(uint32_t off, uint32_t mask) {
+  const uintptr_t pc = reinterpret_cast<uintptr_t>(code_ + off);
+  StoreField(Const64(pc | uintptr_t{mask} << Frame::kMaskShift), frame_, kFramePc, tbaa_frame_);
+}
+
+void IrGenerator::WriteOuterFramesBack() {
+  for (IrGenerator* g = outer_; g != nullptr; g = g->outer_) {
+    const IRBuilder<>::InsertPoint ip = g->b_.saveIP();
+    g->b_.SetInsertPoint(b_.GetInsertBlock());
+    g->StoreSlots(0, g->inlined_call_below_);  // what its inlined call left out
+    g->b_.restoreIP(ip);
+  }
 }
 
 void IrGenerator::WriteInlinedFrame() {
@@ -708,16 +748,27 @@ void IrGenerator::WriteInlinedFrame() {
   }
 }
 
-void IrGenerator::Spill(int n, uint32_t off, bool at_call) {
+void IrGenerator::Spill(int n, uint32_t off, bool at_call, int keep_from) {
   WriteInlinedFrame();
   // Design 15: at a call the callee's GC points say where the stack ends.
   if (!at_call) StoreField(frame_, thread_, kThreadFp, tbaa_thread_);
-  StoreSlots(0, n);
+  // Design 20: a call leaves out the proven ints among the first
+  // kMaskSlots slots under its arguments, and says so in the pc word.
+  uint32_t mask = 0;
+  if (at_call && reinterpret_cast<uintptr_t>(code_ + fn_.code.size()) <= Frame::kPcBits) {
+    for (int i = 0; i < std::min({n, keep_from, Frame::kMaskSlots}); ++i) {
+      if (path_.is_int[i] && !path_.home[i]) mask |= uint32_t{1} << i;
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    if ((mask >> i & 1) == 0) StoreSlots(i, i + 1);
+  }
   if (!at_call) StoreField(HomeAddr(n), thread_, kThreadSp, tbaa_thread_);
-  SetPc(off);
+  SetPc(off, mask);
+  call_mask_ = mask;
   if (at_call) {
     path_.frame_written = true;
-    MarkHome(n);
+    for (int i = 0; i < n; ++i) path_.home[i] = path_.home[i] || (mask >> i & 1) == 0;
   }
 }
 
@@ -747,7 +798,7 @@ void IrGenerator::ReturnIfNonZero(LValue* status) {
   b_.SetInsertPoint(ok);
 }
 
-void IrGenerator::EmitPoll(int n, uint32_t pc_off, int from) {
+void IrGenerator::EmitPoll(int n, uint32_t pc_off, int from, uint32_t pc_mask) {
   llvm::LoadInst* word = b_.CreateAlignedLoad(i32_, ByteOffset(thread_, kPollWord), llvm::Align(4));
   word->setAtomic(llvm::AtomicOrdering::Acquire);
   BasicBlock* slow = NewBlock("poll");
@@ -758,7 +809,7 @@ void IrGenerator::EmitPoll(int n, uint32_t pc_off, int from) {
   StoreSlots(from, n);
   StoreField(frame_, thread_, kThreadFp, tbaa_thread_);
   StoreField(HomeAddr(n), thread_, kThreadSp, tbaa_thread_);
-  SetPc(pc_off);
+  SetPc(pc_off, pc_mask);  // a call's poll: the slots under it as the call left them
   b_.CreateCall(Rt(kPoll), {thread_});
   Reload(n, from);
   b_.CreateBr(cont);
@@ -1175,6 +1226,7 @@ LValue* IrGenerator::EmitFrameChecks(LValue* next, int callee_slot, const Functi
     BasicBlock* room = NewBlock("room");
     CondBrUnlikely(EmitNoRoom(), no_room, room);
     b_.SetInsertPoint(no_room);
+    WriteOuterFramesBack();
     Spill(n, off);
     b_.CreateRet(b_.CreateCall(Rt(kContinueInterpreted), {thread_, root.frame_}));
     b_.SetInsertPoint(room);
@@ -1211,7 +1263,8 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   // The caller's own slots go home, and its pc is its return point, as in
   // the interpreter; the arguments stay in registers (design 8). t->fp and
   // t->sp are the callee's to write (design 15).
-  Spill(n - in_registers, off, /*at_call=*/true);
+  Spill(n - in_registers, off, /*at_call=*/true, /*keep_from=*/below);
+  const uint32_t call_mask = call_mask_;
   // Push the callee's frame: EnterFrame's checks, inline. Before the poll:
   // the poll reads back only the arguments, so after a collection there
   // the registers of the slots below are stale until the call's reload,
@@ -1223,7 +1276,7 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   // there must see them, and reads them back; the slots below are read
   // back after the call. Design 13: optimised code polls at the first real
   // call on each path.
-  if (Root().hot_threshold_ != 0 || !path_.polled) EmitPoll(n, off, n - in_registers);
+  if (Root().hot_threshold_ != 0 || !path_.polled) EmitPoll(n, off, n - in_registers, call_mask);
   path_.polled = true;
   std::vector<LValue*> args;
   for (int k = 0; k < argc; ++k) args.push_back(Get(below + k));
@@ -1289,7 +1342,7 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
     // slot has to be kept across the call.
     b_.CreateStore(LoadField(root.frame_, kFrameBase, ptr_, tbaa_frame_), root.base_home_);
   }
-  ReloadAfterCall(below);
+  ReloadAfterCall(below, call_mask);
   Put(below, result);
   if (returns_int) path_.ProveInt(below);
 }
@@ -1760,7 +1813,9 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
   // As a call: the caller's slots home and its pc at the CALL, so the
   // callee's GC points need to write only its own frame and t->fp and t->sp
   // (design 15).
-  Spill(below, off, /*at_call=*/true);
+  Spill(below, off, /*at_call=*/true, /*keep_from=*/below);
+  const uint32_t call_mask = call_mask_;
+  inlined_call_below_ = below;
   std::vector<LValue*> args;
   for (int k = 0; k < argc; ++k) args.push_back(Get(below + k));
   LValue* next = b_.CreateConstInBoundsGEP1_64(i8_, frame_, sizeof(Frame));
@@ -1784,7 +1839,7 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
         absl::Status(s.code(), absl::StrCat("inlining ", callee.name, ": ", s.message()));
   }
   b_.SetInsertPoint(done);
-  ReloadAfterCall(below);
+  ReloadAfterCall(below, call_mask);
   path_.Forget(below, fn_.num_locals);  // the result, stored by the body's RETURN
   if (!inner.returns_non_int_) path_.ProveInt(below);  // every RETURN's was an int
 }

@@ -75,7 +75,7 @@ uint64_t minivm_jit_call_interpreted(VMThread* t, Frame* frame, uint64_t a0, uin
     base[i] = minivm::gc::Value::FromBits(args[i]);
   }
   for (int i = fn->arity; i < fn->num_locals; ++i) base[i] = minivm::gc::Value::Null();
-  frame->pc = fn->code.data();
+  frame->set_pc(fn->code.data());
   const minivm::Outcome o = minivm::InterpretFrame(t, frame);
   if (o != minivm::Outcome::kReturn) return 2 * static_cast<uint64_t>(o);
   return base[0].bits();

@@ -177,7 +177,7 @@ Outcome InterpretFrame(VMThread* t, Frame* const entry, bool resume) {
   Frame* frame = resume ? t->fp : entry;
   Value* base = frame->base;
   Value* sp = resume ? t->sp : base + frame->fn->num_locals;
-  const uint8_t* pc = frame->pc;
+  const uint8_t* pc = frame->pc();
   FieldCache* caches = frame->fn->field_caches.get();
 
   // The compiler only emits valid opcodes; debug builds check.
@@ -201,10 +201,10 @@ Outcome InterpretFrame(VMThread* t, Frame* const entry, bool resume) {
     pc += kLen<Opcode::op>; \
     DISPATCH();            \
   } while (0)
-#define SYNC()      \
-  do {              \
-    frame->pc = pc; \
-    t->sp = sp;     \
+#define SYNC()         \
+  do {                 \
+    frame->set_pc(pc); \
+    t->sp = sp;        \
   } while (0)
 
   DISPATCH();
@@ -443,7 +443,7 @@ op_CALL : {
   t->fp = frame;
   base = frame->base;
   sp = base + callee->num_locals;
-  pc = frame->pc;
+  pc = frame->pc();
   caches = callee->field_caches.get();
   DISPATCH();
 }
@@ -462,7 +462,7 @@ frame_returned:  // sp == frame->base + 1, the result below it
   --frame;
   t->fp = frame;
   base = frame->base;
-  pc = frame->pc + kLen<Opcode::CALL>;
+  pc = frame->pc() + kLen<Opcode::CALL>;
   caches = frame->fn->field_caches.get();
   DISPATCH();
 }

@@ -69,7 +69,7 @@ inline bool EnterFrame(VMThread* t, Frame* f, const Function* fn, gc::Value* sp)
   }
   for (gc::Value* p = sp; p < base + fn->num_locals; ++p) *p = gc::Value::Null();
   f->fn = fn;
-  f->pc = fn->code.data();
+  f->set_pc(fn->code.data());
   f->base = base;
   return true;
 }

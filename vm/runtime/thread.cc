@@ -136,7 +136,7 @@ ReportedTrace VMThread::StackTrace(const Program& program, size_t inner_frames,
     StackTraceEntry e;
     const Function* fn = f->fn;
     e.function = fn->index == program.init_function ? "<globals>" : fn->name;
-    e.bytecode_offset = static_cast<uint32_t>(f->pc - fn->code.data());
+    e.bytecode_offset = static_cast<uint32_t>(f->pc() - fn->code.data());
     e.line = fn->lines.LineFor(e.bytecode_offset);
     return e;
   };

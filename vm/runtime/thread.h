@@ -8,7 +8,8 @@
 //  2. Values live on a VM-managed stack, a contiguous array reserved with
 //     mmap(MAP_NORESERVE): frame slots are [base, base + num_locals) followed
 //     by the operand stack. `sp` is the PRECISE top: the GC scans
-//     exactly [stack_begin, sp) (VM::VisitMutatorRoots). The interpreter keeps
+//     [stack_begin, sp) (VM::VisitMutatorRoots), but for the slots a frame's
+//     int mask names (5. below). The interpreter keeps
 //     sp and pc in registers and writes them back (sp here, pc into the top
 //     frame) before anything that can allocate, collect or stop the thread.
 //     Nothing above sp is ever scanned, so stale slots there are harmless.
@@ -24,6 +25,18 @@
 //     program cannot overflow the native stack. Depth is bounded by
 //     --stack-depth frames and by the value stack's size; both raise
 //     `stack overflow`.
+//  5. A frame's int mask. Compiled code at a call does not write home the
+//     slots it has proven to hold ints (vm/jit/ir_generator.cc, design 20):
+//     their homes may hold anything, a stale reference included, so the GC
+//     must not read them. The call says which in the top 16 bits of the
+//     frame's pc word, one bit per slot [base, base + 16), with the pc in
+//     the low 48 (user addresses are below 2^47 on the targets the JIT
+//     runs on; the JIT checks). The mask is written with the pc at the
+//     call and is true while the frame is there, whichever tier then runs
+//     it: the slots are ints on every path to that instruction, so they
+//     stay ints until the frame moves past it, and every GC point that
+//     frame reaches after it writes its pc again (an interpreted one with
+//     no mask). Every reader of a pc goes through Frame::pc().
 //  Rejected: values and frames on the native stack (would need conservative
 //  or stack-map scanning before the JIT exists, and native overflow checks);
 //  a linked list of heap-allocated frames (an allocation per call).
@@ -52,10 +65,22 @@ namespace minivm {
 class VM;
 
 struct Frame {
+  static constexpr int kMaskShift = 48;
+  static constexpr uintptr_t kPcBits = (uintptr_t{1} << kMaskShift) - 1;
+  static constexpr int kMaskSlots = 16;
+
   const Function* fn;
-  const uint8_t* pc;  // start of the current instruction (see 3. above)
-  gc::Value* base;    // first slot: parameter 0
+  // The start of the current instruction (see 3. above) in the low 48 bits
+  // and the int mask (5.) in the top 16. Read through pc() and int_mask().
+  uintptr_t pc_word;
+  gc::Value* base;  // first slot: parameter 0
+
+  const uint8_t* pc() const { return reinterpret_cast<const uint8_t*>(pc_word & kPcBits); }
+  void set_pc(const uint8_t* p) { pc_word = reinterpret_cast<uintptr_t>(p); }
+  // Bit i: slot base[i]'s home is not to be read (5.).
+  uint32_t int_mask() const { return static_cast<uint32_t>(pc_word >> kMaskShift); }
 };
+static_assert(sizeof(uintptr_t) == 8, "the int mask needs 64-bit pc words");
 
 // Slots above a frame's max_stack that a built-in may push as temporary roots
 // without checking (the frame-entry check reserves them).

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <system_error>
 #include <utility>
@@ -345,31 +346,41 @@ void VM::VisitGlobalRoots(gc::RootVisitor& visitor) {
 
 void VM::VisitMutatorRoots(gc::Mutator* mutator, gc::RootVisitor& visitor) {
   VMThread* t = VMThread::FromMutator(mutator);
-  if (!visitor.WantsRootInfo()) {
+  const bool info = visitor.WantsRootInfo();
+  if (info) visitor.SetRootInfo(gc::RootInfo{});
+  if (t->fp < t->frames_begin) {
     visitor.VisitRoots(t->stack_begin, t->sp);
     return;
   }
   // One range per frame, outermost first: frame f owns [f->base, the next
   // frame's base) and the innermost frame owns up to sp. Slots below the
-  // outermost frame (none today) are reported as kOther.
-  gc::Value* low = t->stack_begin;
-  if (t->fp >= t->frames_begin) {
-    visitor.SetRootInfo(gc::RootInfo{});
-    visitor.VisitRoots(low, std::min(t->frames_begin->base, t->sp));
-    for (const Frame* f = t->frames_begin; f <= t->fp; ++f) {
-      gc::Value* const end = f < t->fp ? f[1].base : t->sp;
-      visitor.SetRootInfo({.kind = gc::RootKind::kStackSlot,
-                           .thread = t,
-                           .depth = static_cast<int32_t>(t->fp - f),
-                           .method = f->fn,
-                           .location = f->pc != nullptr ? f->pc - f->fn->code.data() : 0,
-                           .slot = 0});
-      if (f->base < end) visitor.VisitRoots(f->base, end);
+  // outermost frame (none today) are reported as kOther. A frame's int mask
+  // (thread.h, 5.) names slots whose homes compiled code left stale at a
+  // call: they hold ints, and are skipped.
+  visitor.VisitRoots(t->stack_begin, std::min(t->frames_begin->base, t->sp));
+  for (const Frame* f = t->frames_begin; f <= t->fp; ++f) {
+    gc::Value* const end = f < t->fp ? f[1].base : t->sp;
+    auto visit = [&](gc::Value* from, gc::Value* to) {
+      if (from >= to) return;
+      if (info) {
+        visitor.SetRootInfo({.kind = gc::RootKind::kStackSlot,
+                             .thread = t,
+                             .depth = static_cast<int32_t>(t->fp - f),
+                             .method = f->fn,
+                             .location = f->pc() != nullptr ? f->pc() - f->fn->code.data() : 0,
+                             .slot = static_cast<int32_t>(from - f->base)});
+      }
+      visitor.VisitRoots(from, to);
+    };
+    gc::Value* from = f->base;
+    for (uint32_t mask = f->int_mask(); mask != 0; mask &= mask - 1) {
+      gc::Value* const skipped = f->base + std::countr_zero(mask);
+      if (skipped >= end) break;
+      visit(from, skipped);
+      from = skipped + 1;
     }
-    return;
+    visit(from, end);
   }
-  visitor.SetRootInfo(gc::RootInfo{});
-  visitor.VisitRoots(low, t->sp);
 }
 
 bool VM::Spawn(VMThread* t, const Function* fn, gc::Value* args, int argc, gc::Value* result) {
