@@ -466,8 +466,10 @@ class IrGenerator {
   // home from then on but those the call's int mask left out (design 20).
   void ReloadAfterCall(int below, uint32_t mask) {
     Reload(below);
-    for (int i = 0; i < below; ++i) path_.home[i] = (mask >> i & 1) == 0;
+    for (int i = 0; i < below; ++i) path_.home[i] = !InMask(mask, i);
   }
+  // Slot i is one an int mask names (design 20).
+  static bool InMask(uint32_t mask, int i) { return i < Frame::kMaskSlots && (mask >> i & 1) != 0; }
   // frame->pc_word: the pc, and the int mask of design 20 (thread.h, 5.).
   void SetPc(uint32_t off, uint32_t mask = 0);
   // Design 20: before the interpreter takes the activation over, the
@@ -673,11 +675,13 @@ class IrGenerator {
   std::vector<InlinedCall> inlined_calls_;
   absl::Status inline_status_;  // the first inlining that failed
   size_t inlined_bytes_ = 0;    // against kInlineBudget
+  // Design 20: the int mask of the call being emitted, and the slots under
+  // the arguments of the inlined call whose body is being emitted.
+  uint32_t call_mask_ = 0;
+  int inlined_call_below_ = 0;
   // Design 19. In the root: a call of the function itself returns an int
   // (assumed), and that assumption was used. In every body: some RETURN's
   // value is not known to be an int.
-  uint32_t call_mask_ = 0;      // design 20: the mask of the call being emitted
-  int inlined_call_below_ = 0;  // design 20: the slots under an inlined call's arguments
   bool assume_self_returns_int_ = false;
   bool assumed_self_returns_int_ = false;
   bool returns_non_int_ = false;
@@ -761,14 +765,14 @@ void IrGenerator::Spill(int n, uint32_t off, bool at_call, int keep_from) {
     }
   }
   for (int i = 0; i < n; ++i) {
-    if ((mask >> i & 1) == 0) StoreSlots(i, i + 1);
+    if (!InMask(mask, i)) StoreSlots(i, i + 1);
   }
   if (!at_call) StoreField(HomeAddr(n), thread_, kThreadSp, tbaa_thread_);
   SetPc(off, mask);
   call_mask_ = mask;
   if (at_call) {
     path_.frame_written = true;
-    for (int i = 0; i < n; ++i) path_.home[i] = path_.home[i] || (mask >> i & 1) == 0;
+    for (int i = 0; i < n; ++i) path_.home[i] = path_.home[i] || !InMask(mask, i);
   }
 }
 
