@@ -1,6 +1,8 @@
 // The VM object: creation, roots it reports to the GC.
 #include "vm/runtime/vm.h"
 
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -17,30 +19,37 @@ class CountingVisitor : public gc::RootVisitor {
   std::vector<gc::Value*> slots;
 };
 
-TEST(VmTest, GlobalRootsCoverGlobalsConstantsAndThreadResults) {
-  ProgramBuilder pb;
-  pb.AddGlobal("a");
-  pb.AddGlobal("b");
-  pb.AddString("s");
+// A VM of pb's program plus a main that returns null, on an 8 MiB heap.
+std::unique_ptr<VM> NullMainVm(ProgramBuilder& pb) {
   Asm m;
   m.Null().Ret();
   pb.SetMain(pb.AddFunction("main", 0, 0, 1, m));
   VmOptions options;
   options.heap.max_heap_bytes = size_t{8} << 20;
   options.exit_process = false;
-  auto vm = VM::Create(pb.Build(), options);
-  ASSERT_TRUE(vm.ok()) << vm.status();
+  absl::StatusOr<std::unique_ptr<VM>> vm = VM::Create(pb.Build(), options);
+  EXPECT_TRUE(vm.ok()) << vm.status();
+  return vm.ok() ? *std::move(vm) : nullptr;
+}
+
+TEST(VmTest, GlobalRootsCoverGlobalsConstantsAndThreadResults) {
+  ProgramBuilder pb;
+  pb.AddGlobal("a");
+  pb.AddGlobal("b");
+  pb.AddString("s");
+  std::unique_ptr<VM> vm = NullMainVm(pb);
+  ASSERT_NE(vm, nullptr);
   CountingVisitor v;
-  (*vm)->VisitGlobalRoots(v);
+  vm->VisitGlobalRoots(v);
   // 2 globals + 1 constant + main's result slot.
   EXPECT_EQ(v.slots.size(), 4u);
-  EXPECT_EQ(v.slots[0], (*vm)->globals());
+  EXPECT_EQ(v.slots[0], vm->globals());
 
   // A mutator's roots are exactly [stack_begin, sp).
-  VMThread* t = (*vm)->main_thread();
+  VMThread* t = vm->main_thread();
   t->sp = t->stack_begin + 3;
   CountingVisitor mv;
-  (*vm)->VisitMutatorRoots(&t->mutator, mv);
+  vm->VisitMutatorRoots(&t->mutator, mv);
   ASSERT_EQ(mv.slots.size(), 3u);
   EXPECT_EQ(mv.slots[0], t->stack_begin);
   t->sp = t->stack_begin;
@@ -71,16 +80,10 @@ class InfoVisitor : public gc::RootVisitor {
 // and only them, and still number the others by their frame slot.
 TEST(VmTest, MutatorRootsSkipTheSlotsAFramesIntMaskNames) {
   ProgramBuilder pb;
-  Asm m;
-  m.Null().Ret();
-  pb.SetMain(pb.AddFunction("main", 0, 0, 1, m));
-  VmOptions options;
-  options.heap.max_heap_bytes = size_t{8} << 20;
-  options.exit_process = false;
-  auto vm = VM::Create(pb.Build(), options);
-  ASSERT_TRUE(vm.ok()) << vm.status();
-  VMThread* t = (*vm)->main_thread();
-  const Function* fn = (*vm)->program().functions[0].get();
+  std::unique_ptr<VM> vm = NullMainVm(pb);
+  ASSERT_NE(vm, nullptr);
+  VMThread* t = vm->main_thread();
+  const Function* fn = vm->program().functions[0].get();
   // Two frames: the outer at a call, its slots 1 and 3 left out (and bit 9,
   // past its slots, which must not hide the inner frame's); the inner one,
   // the top, without a mask.
@@ -99,14 +102,14 @@ TEST(VmTest, MutatorRootsSkipTheSlotsAFramesIntMaskNames) {
   t->sp = t->stack_begin + 8;
 
   CountingVisitor plain;
-  (*vm)->VisitMutatorRoots(&t->mutator, plain);
+  vm->VisitMutatorRoots(&t->mutator, plain);
   const std::vector<gc::Value*> expected = {t->stack_begin,     t->stack_begin + 2,
                                             t->stack_begin + 4, t->stack_begin + 5,
                                             t->stack_begin + 6, t->stack_begin + 7};
   EXPECT_EQ(plain.slots, expected);
 
   InfoVisitor info;
-  (*vm)->VisitMutatorRoots(&t->mutator, info);
+  vm->VisitMutatorRoots(&t->mutator, info);
   EXPECT_EQ(info.slots, expected);
   EXPECT_EQ(info.frame_slots, (std::vector<int32_t>{0, 2, 4, 0, 1, 2}));
   EXPECT_EQ(info.depths, (std::vector<int32_t>{1, 1, 1, 0, 0, 0}));
