@@ -450,24 +450,14 @@ class IrGenerator {
   // after it the slots and an inlined body's frame are home (design 16).
   // At a call (design 20) the slots below `keep_from` that are proven ints
   // and not home are left out, named in the pc word's int mask instead,
-  // and stay not home; call_mask_ keeps the mask for the call's poll.
-  void Spill(int n, uint32_t off, bool at_call = false, int keep_from = 0);
+  // and stay not home; it returns that mask, for the call's poll.
+  uint32_t Spill(int n, uint32_t off, bool at_call = false, int keep_from = 0);
   // Reads slots [from, n) back from home, but those known to hold ints,
   // which no collection moves (design 17). It leaves path_ as it is: on
   // the path it is on, home and value are then the same, and on any other
   // they were as path_.home says (design 16). A runtime call that writes a
   // result home must Forget its slot first.
   void Reload(int n, int from = 0);
-  // Design 16: after a write-back or a reload that every path to the
-  // instruction's continuation passes, slots [0, n) are home.
-  void MarkHome(int n) { std::fill(path_.home.begin(), path_.home.begin() + n, true); }
-  // The caller's slots below a call's arguments, read back on the path that
-  // goes on after it (a collection in the callee may have moved them), and
-  // home from then on but those the call's int mask left out (design 20).
-  void ReloadAfterCall(int below, uint32_t mask) {
-    Reload(below);
-    for (int i = 0; i < below; ++i) path_.home[i] = !InMask(mask, i);
-  }
   // Slot i is one an int mask names (design 20).
   static bool InMask(uint32_t mask, int i) { return i < Frame::kMaskSlots && (mask >> i & 1) != 0; }
   // frame->pc_word: the pc, and the int mask of design 20 (thread.h, 5.).
@@ -475,8 +465,9 @@ class IrGenerator {
   // Design 20: before the interpreter takes the activation over, the
   // slots each caller's call left out (ints, not home) go home.
   void WriteOuterFramesBack();
-  // Writes home the slots in [from, n) that are not there (design 16).
-  void StoreSlots(int from, int n);
+  // Writes home the slots in [from, n) that are not there (design 16), but
+  // those the int mask `skip` names (design 20).
+  void StoreSlots(int from, int n, uint32_t skip = 0);
   // An inlined body's frame's function and base, unless every path here
   // wrote them (design 16).
   void WriteInlinedFrame();
@@ -675,9 +666,8 @@ class IrGenerator {
   std::vector<InlinedCall> inlined_calls_;
   absl::Status inline_status_;  // the first inlining that failed
   size_t inlined_bytes_ = 0;    // against kInlineBudget
-  // Design 20: the int mask of the call being emitted, and the slots under
-  // the arguments of the inlined call whose body is being emitted.
-  uint32_t call_mask_ = 0;
+  // Design 20: the slots under the arguments of the inlined call whose body
+  // is being emitted.
   int inlined_call_below_ = 0;
   // Design 19. In the root: a call of the function itself returns an int
   // (assumed), and that assumption was used. In every body: some RETURN's
@@ -752,7 +742,7 @@ void IrGenerator::WriteInlinedFrame() {
   }
 }
 
-void IrGenerator::Spill(int n, uint32_t off, bool at_call, int keep_from) {
+uint32_t IrGenerator::Spill(int n, uint32_t off, bool at_call, int keep_from) {
   WriteInlinedFrame();
   // Design 15: at a call the callee's GC points say where the stack ends.
   if (!at_call) StoreField(frame_, thread_, kThreadFp, tbaa_thread_);
@@ -764,21 +754,21 @@ void IrGenerator::Spill(int n, uint32_t off, bool at_call, int keep_from) {
       if (path_.is_int[i] && !path_.home[i]) mask |= uint32_t{1} << i;
     }
   }
-  for (int i = 0; i < n; ++i) {
-    if (!InMask(mask, i)) StoreSlots(i, i + 1);
-  }
+  StoreSlots(0, n, mask);
   if (!at_call) StoreField(HomeAddr(n), thread_, kThreadSp, tbaa_thread_);
   SetPc(off, mask);
-  call_mask_ = mask;
   if (at_call) {
+    // On every path on from the call (the reload after it changes none):
+    // the slots it wrote are home.
     path_.frame_written = true;
     for (int i = 0; i < n; ++i) path_.home[i] = path_.home[i] || !InMask(mask, i);
   }
+  return mask;
 }
 
-void IrGenerator::StoreSlots(int from, int n) {
+void IrGenerator::StoreSlots(int from, int n, uint32_t skip) {
   for (int i = from; i < n; ++i) {
-    if (path_.home[i]) continue;  // design 16
+    if (path_.home[i] || InMask(skip, i)) continue;  // designs 16 and 20
     llvm::StoreInst* s = b_.CreateAlignedStore(Get(i), HomeAddr(i), llvm::Align(8));
     s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
   }
@@ -1267,8 +1257,7 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
   // The caller's own slots go home, and its pc is its return point, as in
   // the interpreter; the arguments stay in registers (design 8). t->fp and
   // t->sp are the callee's to write (design 15).
-  Spill(n - in_registers, off, /*at_call=*/true, /*keep_from=*/below);
-  const uint32_t call_mask = call_mask_;
+  const uint32_t call_mask = Spill(n - in_registers, off, /*at_call=*/true, /*keep_from=*/below);
   // Push the callee's frame: EnterFrame's checks, inline. Before the poll:
   // the poll reads back only the arguments, so after a collection there
   // the registers of the slots below are stale until the call's reload,
@@ -1346,7 +1335,7 @@ void IrGenerator::EmitCall(uint32_t off, int depth) {
     // slot has to be kept across the call.
     b_.CreateStore(LoadField(root.frame_, kFrameBase, ptr_, tbaa_frame_), root.base_home_);
   }
-  ReloadAfterCall(below, call_mask);
+  Reload(below);  // a collection in the callee may have moved them
   Put(below, result);
   if (returns_int) path_.ProveInt(below);
 }
@@ -1818,7 +1807,6 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
   // callee's GC points need to write only its own frame and t->fp and t->sp
   // (design 15).
   Spill(below, off, /*at_call=*/true, /*keep_from=*/below);
-  const uint32_t call_mask = call_mask_;
   inlined_call_below_ = below;
   std::vector<LValue*> args;
   for (int k = 0; k < argc; ++k) args.push_back(Get(below + k));
@@ -1843,7 +1831,9 @@ void IrGenerator::EmitInlinedCall(uint32_t off, int depth, const Function& calle
         absl::Status(s.code(), absl::StrCat("inlining ", callee.name, ": ", s.message()));
   }
   b_.SetInsertPoint(done);
-  ReloadAfterCall(below, call_mask);
+  // The slots under the call again: a collection in the body may have
+  // moved them.
+  Reload(below);
   path_.Forget(below, fn_.num_locals);  // the result, stored by the body's RETURN
   if (!inner.returns_non_int_) path_.ProveInt(below);  // every RETURN's was an int
 }

@@ -67,7 +67,7 @@ class VM;
 struct Frame {
   static constexpr int kMaskShift = 48;
   static constexpr uintptr_t kPcBits = (uintptr_t{1} << kMaskShift) - 1;
-  static constexpr int kMaskSlots = 16;
+  static constexpr int kMaskSlots = 64 - kMaskShift;  // the bits above the pc
 
   const Function* fn;
   // The start of the current instruction (see 3. above) in the low 48 bits
