@@ -29,7 +29,8 @@
 //  4. Allocation: NEW inlines the TLAB fast path — load top, add the
 //     constant size, compare with current_end, store top, store the class
 //     pointer, zero the gc_word and the fields (a TLAB is not zeroed in
-//     advance, gc/tlab.h). The slow path is a call to the runtime's
+//     advance, gc/tlab.h) but those INIT_FIELDS stores before any GC point
+//     (FilledBeforeAnyGcPoint). The slow path is a call to the runtime's
 //     (minivm_jit_new -> gc::AllocateSlowPath), the same one the interpreter
 //     uses; sampling lives entirely there, by lowering current_end. Nothing
 //     in the generated code depends on whether sampling is on. array(n) and
@@ -526,9 +527,15 @@ class IrGenerator {
   // The TLAB bump of design 4 for `size` bytes: branches to `slow` when
   // top + size passes current_end (the TLAB is full or a sample is due),
   // else continues in `fast`, where it has bumped top, stored the class
-  // pointer and zeroed the rest; returns the object's address (the old top).
-  LValue* EmitTlabBump(LValue* size, const Klass* klass, BasicBlock* slow, BasicBlock* fast);
+  // pointer and zeroed the rest, except the first `initialised` bytes of
+  // the body, which the caller stores before any GC point; returns the
+  // object's address (the old top).
+  LValue* EmitTlabBump(LValue* size, const Klass* klass, BasicBlock* slow, BasicBlock* fast,
+                       uint64_t initialised);
   void EmitNew(uint32_t off, int depth);
+  // How many of the fields of the object NEW at `off` allocates are stored
+  // (by INIT_FIELDS) with no GC point between: those need no zeroing.
+  uint64_t FilledBeforeAnyGcPoint(uint32_t off) const;
   // The inline fast path of array(n) / bytes(n): the current block branches
   // to the returned block with the new object as the operand, or stays
   // (positioned on the slow path) for the built-in call to follow.
@@ -1116,7 +1123,7 @@ void IrGenerator::EmitIndex(uint32_t off, int depth, bool write) {
 }
 
 LValue* IrGenerator::EmitTlabBump(LValue* size, const Klass* klass, BasicBlock* slow,
-                                  BasicBlock* fast) {
+                                  BasicBlock* fast, uint64_t initialised) {
   LValue* top = LoadField(thread_, kTlabTop, i64_, tbaa_thread_);
   LValue* new_top = b_.CreateAdd(top, size);
   LValue* limit = LoadField(thread_, kTlabCurrentEnd, i64_, tbaa_thread_);
@@ -1125,15 +1132,56 @@ LValue* IrGenerator::EmitTlabBump(LValue* size, const Klass* klass, BasicBlock* 
   StoreField(new_top, thread_, kTlabTop, tbaa_thread_);
   StoreField(ConstPtr(klass), AsPtr(top), 0, tbaa_object_);
   // The gc_word and the body are zeroed here: a TLAB holds stale bytes
-  // (gc/tlab.h). A constant size becomes a few plain stores, which the
-  // argument stores that follow NEW partly overwrite; a variable one (an
-  // array) is a call to memset.
-  LValue* body = b_.CreateConstInBoundsGEP1_64(i8_, AsPtr(top), sizeof(void*));
-  llvm::CallInst* zero =
-      b_.CreateMemSet(body, b_.getInt8(0), b_.CreateSub(size, Const64(sizeof(void*))),
-                      llvm::MaybeAlign(sizeof(void*)));
-  zero->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_object_);
+  // (gc/tlab.h). A constant size becomes a few plain stores; a variable one
+  // (an array) is a call to memset. The body bytes NEW's arguments fill are
+  // left out: no collection, stack walk or other thread can see the object
+  // before those stores (no GC point comes between, and it is published
+  // only by a later release store). Zeroing them too cost two stores per
+  // two-field object: the arguments' stores, after the merge with the slow
+  // path, go through a pointer that dead-store elimination cannot match.
+  auto zero = [&](uint64_t from, LValue* bytes) {
+    llvm::CallInst* set = b_.CreateMemSet(b_.CreateConstInBoundsGEP1_64(i8_, AsPtr(top), from),
+                                          b_.getInt8(0), bytes, llvm::MaybeAlign(sizeof(void*)));
+    set->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_object_);
+  };
+  if (initialised == 0) {
+    zero(sizeof(void*), b_.CreateSub(size, Const64(sizeof(void*))));
+  } else {  // NEW, whose size is a constant
+    const uint64_t bytes = llvm::cast<llvm::ConstantInt>(size)->getZExtValue();
+    const uint64_t rest = gc::kHeaderSize + initialised;
+    zero(sizeof(void*), Const64(gc::kHeaderSize - sizeof(void*)));  // the gc_word
+    if (bytes > rest) zero(rest, Const64(bytes - rest));            // fields past the arguments
+  }
   return top;
+}
+
+uint64_t IrGenerator::FilledBeforeAnyGcPoint(uint32_t off) const {
+  // NEW allocates before its arguments are evaluated (bytecode_generator.cc,
+  // CompileNew), so its fields are usually stored only after calls that can
+  // collect: those must find them zeroed. When the arguments are constants
+  // and variables, nothing between NEW and INIT_FIELDS is a GC point, a
+  // block entry or a side exit, and the fields they fill need no zeroing.
+  const uint8_t* pc = code_ + off;
+  uint32_t at = off + OpcodeLength(Opcode::NEW);
+  int pushed = 0;
+  while (at < fn_.code.size() && !verified_.is_leader[at]) {
+    switch (static_cast<Opcode>(code_[at])) {
+      case Opcode::PUSH_INT:
+      case Opcode::PUSH_NULL:
+      case Opcode::PUSH_STRING:
+      case Opcode::LOAD_LOCAL:
+      case Opcode::LOAD_GLOBAL:
+        ++pushed;
+        break;
+      case Opcode::INIT_FIELDS:
+        // The same class, and exactly the values pushed since NEW.
+        return ReadU32(code_ + at + 1) == ReadU32(pc + 1) && code_[at + 5] == pushed ? pushed : 0;
+      default:
+        return 0;
+    }
+    at += OpcodeLength(static_cast<Opcode>(code_[at]));
+  }
+  return 0;
 }
 
 void IrGenerator::EmitNew(uint32_t off, int depth) {
@@ -1150,7 +1198,7 @@ void IrGenerator::EmitNew(uint32_t off, int depth) {
   if (size <= gc::kMaxTlabObjectSize) {
     // The TLAB fast path (design 4): no sampling logic, by construction.
     fast = NewBlock("new_fast");
-    top = EmitTlabBump(Const64(size), klass, slow, fast);
+    top = EmitTlabBump(Const64(size), klass, slow, fast, 8 * FilledBeforeAnyGcPoint(off));
     b_.CreateBr(done);
   } else {
     b_.CreateBr(slow);
@@ -1364,7 +1412,7 @@ BasicBlock* IrGenerator::EmitNewArrayFastPath(int depth, bool refs) {
   LValue* size =
       refs ? b_.CreateAdd(b_.CreateShl(length, 3), Const64(gc::kArrayHeaderSize))
            : b_.CreateAnd(b_.CreateAdd(length, Const64(gc::kArrayHeaderSize + 7)), Const64(~7ULL));
-  LValue* top = EmitTlabBump(size, refs ? ArrayKlass() : BytesKlass(), slow, fast);
+  LValue* top = EmitTlabBump(size, refs ? ArrayKlass() : BytesKlass(), slow, fast, 0);
   StoreField(length, AsPtr(top), gc::kHeaderSize, tbaa_object_);
   SetOperand(depth, -1, top);
   b_.CreateBr(done);
