@@ -11,7 +11,9 @@
 //   current_end == end whenever no sample point falls inside [top, end)
 // [top, end) is NOT zeroed: it holds whatever eden held before the last
 // collection. Every allocation zeroes its own object (the gc_word and the
-// body) as it initialises it, as HotSpot does with ZeroTLAB off. Zeroing
+// body) as it initialises it, as HotSpot does with ZeroTLAB off; compiled
+// code leaves out the fields it stores itself before any GC point, when
+// nothing can see them (vm/jit/ir_generator.cc, design 4). Zeroing
 // the whole TLAB at refill wrote every byte twice, once in a memset that
 // ran ahead of the objects and once in the objects' own stores; binary
 // trees spent 14% of its time in that memset (docs/performance.md).
