@@ -258,6 +258,16 @@
 //     activation wrote its n and its first call's result home at every
 //     call; those stores were 29% of its time (docs/performance.md, "JIT
 //     tier", 15), though a store is one instruction.
+// 21. What each path knows of objects (both tiers). A field access that
+//     gets past its slow path found an object with that field: ResolveField
+//     raises for null, an int or an object without it. So from there on the
+//     operand, and the local it was loaded from (copy_of), are known to hold
+//     an object, as design 17 knows ints: a store to the slot forgets it,
+//     a join keeps it only if every path in knew it, a loop header knows
+//     nothing, and a collection moves the object but leaves it an object.
+//     A later field access through that local branches straight to the
+//     class test, without the null and int test. check's `tree.left` and
+//     `tree.right` after `tree.left == null` each skip it.
 #include "vm/jit/ir_generator.h"
 
 #include <algorithm>
@@ -630,6 +640,7 @@ class IrGenerator {
     bool frame_written = false;  // an inlined body's frame has its function and base
     std::vector<bool> home;      // by slot: its home holds its value
     std::vector<bool> is_int;    // by slot: its value is an int (design 17)
+    std::vector<bool> is_ref;    // by slot: its value is an object, not null (design 21)
     std::vector<int> copy_of;    // by operand slot: the local it was loaded from, or -1
     void Meet(const PathState& other) {
       polled = polled && other.polled;
@@ -637,6 +648,7 @@ class IrGenerator {
       for (size_t i = 0; i < home.size(); ++i) {
         home[i] = home[i] && other.home[i];
         is_int[i] = is_int[i] && other.is_int[i];
+        is_ref[i] = is_ref[i] && other.is_ref[i];
         if (copy_of[i] != other.copy_of[i]) copy_of[i] = -1;
       }
     }
@@ -644,12 +656,14 @@ class IrGenerator {
       *this = PathState();
       home.assign(slots, false);
       is_int.assign(slots, false);
+      is_ref.assign(slots, false);
       copy_of.assign(slots, -1);
     }
     // The slot was written: nothing is known of its new value.
     void Forget(int slot, int num_locals) {
       home[slot] = false;
       is_int[slot] = false;
+      is_ref[slot] = false;
       copy_of[slot] = -1;
       if (slot < num_locals) {
         for (size_t j = num_locals; j < copy_of.size(); ++j) {
@@ -662,6 +676,11 @@ class IrGenerator {
     void ProveInt(int slot) {
       is_int[slot] = true;
       if (copy_of[slot] >= 0) is_int[copy_of[slot]] = true;
+    }
+    // Design 21: likewise, an object.
+    void ProveRef(int slot) {
+      is_ref[slot] = true;
+      if (copy_of[slot] >= 0) is_ref[copy_of[slot]] = true;
     }
   };
   PathState path_;
@@ -1001,13 +1020,18 @@ void IrGenerator::EmitField(uint32_t off, int depth, bool write) {
   const uint8_t* pc = code_ + off;
   const uint32_t symbol = ReadU32(pc + 1);
   FieldCache* cache = &fn_.field_caches[ReadU32(pc + 5)];
-  LValue* obj = Operand(depth, write ? -2 : -1);
+  const int obj_slot = fn_.num_locals + depth + (write ? -2 : -1);
+  LValue* obj = Get(obj_slot);
 
   BasicBlock* is_ref = NewBlock("field_ref");
   BasicBlock* check_cache = NewBlock("field_cache");
   BasicBlock* miss = NewBlock("field_miss");
   BasicBlock* hit = NewBlock("field_hit");
-  CondBrUnlikely(b_.CreateNot(IsRef(obj)), miss, is_ref);
+  if (path_.is_ref[obj_slot]) {  // design 21
+    b_.CreateBr(is_ref);
+  } else {
+    CondBrUnlikely(b_.CreateNot(IsRef(obj)), miss, is_ref);
+  }
 
   // The cache as it is now: a warm site gets its class and slot as
   // constants, checked first; the shared cache word is the fallback.
@@ -1053,6 +1077,9 @@ void IrGenerator::EmitField(uint32_t off, int depth, bool write) {
   if (warm_hit != nullptr) slot->addIncoming(Const64(word & 0xFFFF), warm_hit);
   slot->addIncoming(cached_slot, cache_block);
   slot->addIncoming(resolved, resolved_block);
+  // Every way here found an object with the field (ResolveField raises
+  // for anything else), and so does the local obj was loaded from.
+  path_.ProveRef(obj_slot);
   EmitSlotAccess(obj, slot, gc::kHeaderSize, depth, write, /*read_pops=*/1);
 }
 
@@ -1501,6 +1528,7 @@ void IrGenerator::EmitInstruction(uint32_t off, int depth) {
       const int slot = fn_.num_locals + depth;
       SetOperand(depth, 0, Get(local));
       if (path_.is_int[local]) path_.ProveInt(slot);
+      path_.is_ref[slot] = path_.is_ref[local];
       path_.copy_of[slot] = local;
       break;
     }
@@ -1508,6 +1536,7 @@ void IrGenerator::EmitInstruction(uint32_t off, int depth) {
       const int local = ReadU16(pc + 1);
       Put(local, Operand(depth, -1));
       if (path_.is_int[fn_.num_locals + depth - 1]) path_.ProveInt(local);
+      if (path_.is_ref[fn_.num_locals + depth - 1]) path_.is_ref[local] = true;
       break;
     }
     case Opcode::LOAD_GLOBAL:
