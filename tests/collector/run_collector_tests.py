@@ -44,8 +44,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
 from run_tool_tests import (  # noqa: E402 (the shared decoder and test runner)
-    Ctx, Skip, _fields, add_path_options, check, decode_profile, find_go, run_tests, take_paths,
-    test_registry)
+    Ctx, Skip, _fields, add_path_options, check, decode_profile, find_go, read_shared, run_tests,
+    take_paths, test_registry)
 
 Z = 5.7  # per-check bound, docs/sampling.md section 4
 
@@ -154,13 +154,14 @@ class VM:
             raise AssertionError(f"VM did not finish: {' '.join(self.cmd)}")
         return rc
 
+    # pread, not seek and read: the VM writes through the same open file
+    # descriptions (Popen dups them), so a seek while it runs would move
+    # where its next write lands, over what it wrote before.
     def stdout(self):
-        self.out.seek(0)
-        return self.out.read()
+        return read_shared(self.out)
 
     def stderr(self):
-        self.err.seek(0)
-        return self.err.read()
+        return read_shared(self.err)
 
     def finish_ok(self):
         rc = self.wait()

@@ -512,6 +512,13 @@ def fake_estimates_within_bounds():
 
 # ---- fake VM: HTTP, dumps, signals, thread filter ----------------------------------------
 
+def read_shared(f):
+    """All of a file a running child writes to, without moving the offset
+    the child's writes go to."""
+    fd = f.fileno()
+    return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
+
+
 class Running:
     """A VM process (fake or real) with heapprof's port parsed from stderr."""
 
@@ -522,8 +529,11 @@ class Running:
         self.port = None
 
     def stderr(self):
-        self.errf.seek(0)
-        return self.errf.read()
+        # pread, not seek and read: the child writes through the same open
+        # file description (Popen dups it), so the offset is shared, and a
+        # seek(0) here made its next write overwrite what it had written
+        # (heapprof's "serving" line, lost under the fake VM's "idle" one).
+        return read_shared(self.errf)
 
     def wait_for(self, pattern, timeout=30):
         deadline = time.time() + timeout
