@@ -42,20 +42,9 @@ namespace minivm::agent {
 namespace {
 
 // ---- Environment validation --------------------------------------------
-// Every environment ever made, so a forged or stale vmtiEnv* is rejected
-// without being dereferenced. Lock-free: append-only.
-constexpr int kMaxEnvironments = 1024;
-std::array<std::atomic<Environment*>, kMaxEnvironments> g_envs;
-std::atomic<int> g_env_count{0};
-
-Environment* LookupEnv(vmtiEnv* env) {
-  auto* candidate = reinterpret_cast<Environment*>(env);
-  const int n = g_env_count.load(std::memory_order_acquire);
-  for (int i = 0; i < n; ++i) {
-    if (g_envs[i].load(std::memory_order_acquire) == candidate) return candidate;
-  }
-  return nullptr;
-}
+// A forged or stale vmtiEnv* is rejected without being dereferenced: the
+// pool checks it by address (environment.h, .pool).
+Environment* LookupEnv(vmtiEnv* env) { return EnvironmentPool::Get().Find(env); }
 
 constexpr unsigned kOnload = VMTI_PHASE_ONLOAD;
 constexpr unsigned kLive = VMTI_PHASE_LIVE;
@@ -197,17 +186,7 @@ vmtiError Deallocate(vmtiEnv* env, unsigned char* mem) {
 vmtiError DisposeEnvironment(vmtiEnv* env) {
   VMTI_ENTER(env, kAnyPhase, false);
   VMTI_NOT_IN_HEAP_CALLBACK();
-  // Relinquish everything: events stop, tags are forgotten (their weak slots
-  // stay until collected, reporting to a disposed env, which ignores them).
-  {
-    gc::MutexLock lock(&e->mu);
-    std::memset(&e->capabilities, 0, sizeof e->capabilities);
-    std::memset(&e->callbacks, 0, sizeof e->callbacks);
-    e->thread_events.clear();
-  }
-  e->global_events.store(0);
-  e->disposed.store(true, std::memory_order_release);
-  e->tool->ReconfigureSampling();
+  e->tool->DisposeEnvironment(e);
   return VMTI_ERROR_NONE;
 }
 
@@ -248,6 +227,7 @@ vmtiError AddCapabilities(vmtiEnv* env, const vmtiCapabilities* caps_ptr) {
   have.can_generate_object_free_events |= caps_ptr->can_generate_object_free_events;
   have.can_generate_object_promote_events |= caps_ptr->can_generate_object_promote_events;
   have.can_generate_garbage_collection_events |= caps_ptr->can_generate_garbage_collection_events;
+  e->CapabilitiesChangedLocked();
   return VMTI_ERROR_NONE;
 }
 
@@ -265,6 +245,7 @@ vmtiError RelinquishCapabilities(vmtiEnv* env, const vmtiCapabilities* caps_ptr)
     if (caps_ptr->can_generate_garbage_collection_events) {
       have.can_generate_garbage_collection_events = 0;
     }
+    e->CapabilitiesChangedLocked();
   }
   // Losing the sampling capability stops this env's sampling.
   e->tool->ReconfigureSampling();
@@ -329,6 +310,7 @@ vmtiError SetEventNotificationMode(vmtiEnv* env, vmtiEventMode mode, vmtiEvent e
     gc::MutexLock lock(&e->mu);
     uint64_t& mask = e->thread_events[t];
     mask = mode == VMTI_ENABLE ? (mask | bit) : (mask & ~bit);
+    e->ThreadEventsChangedLocked();
   }
   if (event_type == VMTI_EVENT_SAMPLED_OBJECT_ALLOC) e->tool->ReconfigureSampling();
   return VMTI_ERROR_NONE;
@@ -661,7 +643,7 @@ vmtiError GetTag(vmtiEnv* env, vmtiObject object, vmtiLong* tag_ptr) {
   if (!e->Capabilities().can_tag_objects) return VMTI_ERROR_MUST_POSSESS_CAPABILITY;
   VMTI_RESOLVE_OBJECT(object, obj);
   VMTI_NOT_NULL(tag_ptr);
-  *tag_ptr = e->tags.Get(e->tool->weak_table(), e->tool->CollectionEpoch(), obj);
+  *tag_ptr = e->tags.Get(*e->tool->vm()->heap(), obj);
   return VMTI_ERROR_NONE;
 }
 
@@ -670,7 +652,7 @@ vmtiError SetTag(vmtiEnv* env, vmtiObject object, vmtiLong tag) {
   VMTI_OBJECTS_STABLE();
   if (!e->Capabilities().can_tag_objects) return VMTI_ERROR_MUST_POSSESS_CAPABILITY;
   VMTI_RESOLVE_OBJECT(object, obj);
-  e->tags.Set(e->tool->weak_table(), e->tool->CollectionEpoch(), e->id, obj, tag);
+  e->tags.Set(*e->tool->vm()->heap(), e->id, obj, tag);
   return VMTI_ERROR_NONE;
 }
 
@@ -859,16 +841,5 @@ const Function* ResolveMethodId(Environment* e, vmtiMethodID method) {
   return ResolveMethod(e, method);
 }
 vmtiMethodID MethodIdOf(const Function* fn) { return MethodId(fn); }
-
-void RegisterEnvironment(Environment* env) {
-  const int i = g_env_count.load(std::memory_order_relaxed);
-  if (i >= kMaxEnvironments) return;  // NewEnvironment refuses beyond this
-  g_envs[i].store(env, std::memory_order_release);
-  g_env_count.store(i + 1, std::memory_order_release);
-}
-
-bool CanRegisterEnvironment() {
-  return g_env_count.load(std::memory_order_relaxed) < kMaxEnvironments;
-}
 
 }  // namespace minivm::agent

@@ -16,10 +16,6 @@ namespace minivm::agent {
 const vmtiInterface_1& FunctionTable();
 
 struct Environment;
-// Makes an environment known to the entry checks, which reject any vmtiEnv*
-// that was never registered. At most 1024 environments per process.
-bool CanRegisterEnvironment();
-void RegisterEnvironment(Environment* env);
 
 // The entry checks and helpers of functions.cc, for the functions defined in
 // other files (heap_walk.cc). EnterFunction: the environment, the phase

@@ -77,11 +77,10 @@ class TaggedWalk : public gc::HeapWalkVisitor {
   // Inside the pause (design point 2): the tags by current address, read
   // once, and the callbacks' changes written back once.
   void OnWalkStart() override {
-    epoch_ = e_->tool->CollectionEpoch();
-    tags_ = e_->tags.Snapshot(table_, epoch_);
+    tags_ = e_->tags.Snapshot(table_);
   }
   void OnWalkEnd() override {
-    if (!changes_.empty()) e_->tags.SetAll(table_, epoch_, e_->id, changes_);
+    if (!changes_.empty()) e_->tags.SetAll(*e_->tool->vm()->heap(), e_->id, changes_);
   }
 
  protected:
@@ -116,7 +115,6 @@ class TaggedWalk : public gc::HeapWalkVisitor {
   const vmtiHeapCallbacks callbacks_;
   void* const user_data_;
   gc::WeakTable& table_;
-  uint64_t epoch_ = 0;
   absl::flat_hash_map<const gc::Object*, int64_t> tags_;
   std::vector<std::pair<gc::Object*, int64_t>> changes_;
 };

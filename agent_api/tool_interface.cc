@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "agent_api/functions.h"
 #include "agent_api/raw_monitors.h"
 #include "agent_api/thread_states.h"
@@ -64,7 +65,11 @@ HeldRegistry& Held() {
 
 AgentThreadState& CurrentAgentThreadState() { return tls_state; }
 
-AgentThreadState::~AgentThreadState() { ReleaseHeldBatches(*this, 0); }
+AgentThreadState::~AgentThreadState() {
+  ReleaseHeldBatches(*this, 0);
+  // Delivered before the thread could end, normally; never left dangling.
+  if (pending != nullptr) pending_tool->AbandonPending(*this);
+}
 
 void RegisterHeldBatch(AgentThreadState::HeldBatch* batch) {
   gc::MutexLock lock(&Held().mu);
@@ -138,10 +143,10 @@ absl::Status ToolInterface::LoadAgents(const std::vector<std::string>& agent_opt
     absl::StatusOr<AgentLibrary> lib = AgentLibrary::Open(spec);
     if (!lib.ok()) return lib.status();
     libraries_.push_back(*std::move(lib));
-    const size_t first_env = EnvironmentCount();
+    const uint64_t first_env = EnvironmentSerials();
     absl::Status loaded = libraries_.back().Load(reinterpret_cast<vmtiVM*>(&vm_handle_));
     if (!loaded.ok()) return loaded;
-    loaded_.push_back({libraries_.size() - 1, first_env, EnvironmentCount()});
+    loaded_.push_back({libraries_.size() - 1, first_env, EnvironmentSerials()});
   }
   return absl::OkStatus();
 }
@@ -167,11 +172,11 @@ absl::StatusOr<vmtiInt> ToolInterface::AttachAgent(const AgentSpec& spec) {
   absl::StatusOr<AgentLibrary> lib = AgentLibrary::Open(spec, AgentLibrary::Entry::kOnAttach);
   if (!lib.ok()) return lib.status();
   libraries_.push_back(*std::move(lib));
-  const size_t first_env = EnvironmentCount();
+  const uint64_t first_env = EnvironmentSerials();
   const vmtiInt rc = libraries_.back().Attach(reinterpret_cast<vmtiVM*>(&vm_handle_));
   // A failed attach is not a loaded agent (its library stays mapped: its
   // code may have started threads before failing).
-  if (rc == 0) loaded_.push_back({libraries_.size() - 1, first_env, EnvironmentCount()});
+  if (rc == 0) loaded_.push_back({libraries_.size() - 1, first_env, EnvironmentSerials()});
   return rc;
 }
 
@@ -187,10 +192,12 @@ std::string ToolInterface::DescribeAgents() {
     if (a.first_env == a.end_env) absl::StrAppend(&out, " none");
     // A stopped agent (heapprof's `stop`) has disposed of its environment:
     // the library stays mapped, but nothing of it is live.
-    for (size_t i = a.first_env; i < a.end_env; ++i) {
-      absl::StrAppend(
-          &out, " ", i,
-          EnvironmentAt(i)->disposed.load(std::memory_order_acquire) ? " (disposed)" : "");
+    for (uint64_t serial = a.first_env; serial < a.end_env; ++serial) {
+      bool live = false;
+      ForEachEnvironment([&](Environment* env) {
+        live = live || env->serial.load(std::memory_order_relaxed) == serial;
+      });
+      absl::StrAppend(&out, " ", serial, live ? "" : " (disposed)");
     }
     out += '\n';
   }
@@ -203,7 +210,7 @@ std::string ToolInterface::DescribeSampling() {
     return absl::StrCat("sampling: off (no agent is live); interval ", interval(), " bytes\n");
   }
   // Which agent made each environment, where known.
-  std::vector<std::string> owner(EnvironmentCount());
+  std::vector<std::string> owner(EnvironmentSerials());
   {
     gc::MutexLock lock(&libraries_mu_);
     for (const LoadedAgent& a : loaded_) {
@@ -213,10 +220,10 @@ std::string ToolInterface::DescribeSampling() {
     }
   }
   std::string sampling;
-  for (size_t i = 0; i < owner.size(); ++i) {
-    Environment* env = EnvironmentAt(i);
-    if (env->disposed.load()) continue;
-    if (!HasCapabilityFor(env->Capabilities(), VMTI_EVENT_SAMPLED_OBJECT_ALLOC)) continue;
+  ForEachEnvironment([&](Environment* env) {
+    const uint64_t i = env->serial.load(std::memory_order_relaxed);
+    if (i >= owner.size()) return;  // made after this began
+    if (!HasCapabilityFor(env->Capabilities(), VMTI_EVENT_SAMPLED_OBJECT_ALLOC)) return;
     bool per_thread = false;
     {
       gc::MutexLock lock(&env->mu);
@@ -226,10 +233,10 @@ std::string ToolInterface::DescribeSampling() {
     }
     const bool global =
         (env->global_events.load() & EventBit(VMTI_EVENT_SAMPLED_OBJECT_ALLOC)) != 0;
-    if (!global && !per_thread) continue;
+    if (!global && !per_thread) return;
     absl::StrAppend(&sampling, "  environment ", i, owner[i].empty() ? "" : " (", owner[i],
                     owner[i].empty() ? "" : ")", global ? ": every thread\n" : ": some threads\n");
-  }
+  });
   absl::StrAppend(&out, "sampling: interval ", interval(), " bytes; ",
                   sampling.empty() ? "no environment samples\n" : "sampled by:\n", sampling);
   return out;
@@ -258,22 +265,64 @@ vmtiError ToolInterface::NewEnvironment(void** penv, vmtiInt version) {
   }
   if (phase() == VMTI_PHASE_DEAD) return VMTI_ERROR_WRONG_PHASE;
   gc::MutexLock lock(&envs_mu_);
-  if (!CanRegisterEnvironment()) return VMTI_ERROR_OUT_OF_MEMORY;
-  envs_.push_back(
-      std::make_unique<Environment>(&FunctionTable(), this, static_cast<int>(envs_.size())));
-  RegisterEnvironment(envs_.back().get());
-  env_count_.store(envs_.size(), std::memory_order_release);
-  *penv = envs_.back()->AsVmti();
+  const uint64_t serial = next_serial_.load(std::memory_order_relaxed);
+  Environment* env = EnvironmentPool::Get().Acquire(this, serial);
+  // kCapacity environments alive (or disposed with events still to handle).
+  if (env == nullptr) return VMTI_ERROR_OUT_OF_MEMORY;
+  next_serial_.store(serial + 1, std::memory_order_release);
+  SetLive(env->id, true);
+  *penv = env->AsVmti();
   return VMTI_ERROR_NONE;
 }
 
-size_t ToolInterface::EnvironmentCount() const {
-  return env_count_.load(std::memory_order_acquire);
+void ToolInterface::DisposeEnvironment(Environment* env) {
+  {
+    gc::MutexLock lock(&env->mu);
+    env->capabilities = vmtiCapabilities{};
+    env->callbacks = vmtiEventCallbacks{};
+    env->thread_events.clear();
+    env->ThreadEventsChangedLocked();
+    env->CapabilitiesChangedLocked();
+  }
+  env->global_events.store(0);
+  env->disposed.store(true, std::memory_order_release);
+  {
+    gc::MutexLock lock(&envs_mu_);
+    SetLive(env->id, false);
+  }
+  // Its tags go now; an event already on its way about one of its objects
+  // is dropped when handled (tags.h, .record.reuse). Tags exist only once
+  // the VM does.
+  if (vm_ != nullptr) env->tags.ClearAll(weak_table());
+  ReconfigureSampling();
+  EnvironmentPool::Get().Release(env);
 }
 
-Environment* ToolInterface::EnvironmentAt(size_t i) const {
-  gc::MutexLock lock(&envs_mu_);
-  return envs_[i].get();
+void ToolInterface::SetLive(int id, bool live) {
+  const uint64_t bit = uint64_t{1} << (id % 64);
+  if (live) {
+    live_[id / 64].fetch_or(bit, std::memory_order_release);
+    if (live_words_.load(std::memory_order_relaxed) <= id / 64) {
+      live_words_.store(id / 64 + 1, std::memory_order_release);
+    }
+  } else {
+    live_[id / 64].fetch_and(~bit, std::memory_order_release);
+  }
+}
+
+template <typename Fn>
+void ToolInterface::ForEachEnvironment(Fn fn) {
+  EnvironmentPool& pool = EnvironmentPool::Get();
+  for (int w = 0, n = live_words_.load(std::memory_order_acquire); w < n; ++w) {
+    for (uint64_t bits = live_[w].load(std::memory_order_acquire); bits != 0; bits &= bits - 1) {
+      fn(pool.At(w * 64 + __builtin_ctzll(bits)));
+    }
+  }
+}
+
+Environment* ToolInterface::EnvironmentInSlot(int id) const {
+  Environment* env = EnvironmentPool::Get().At(id);
+  return env != nullptr && env->tool == this ? env : nullptr;
 }
 
 void ToolInterface::SetInterval(int32_t interval) {
@@ -284,11 +333,11 @@ void ToolInterface::SetInterval(int32_t interval) {
 bool ToolInterface::SamplingEnabledFor(gc::Mutator* m) {
   if (phase() != VMTI_PHASE_LIVE) return false;
   const VMThread* thread = VMThread::FromMutator(m);
-  for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
-    Environment* env = EnvironmentAt(i);
-    if (env->ShouldPost(VMTI_EVENT_SAMPLED_OBJECT_ALLOC, thread)) return true;
-  }
-  return false;
+  bool any = false;
+  ForEachEnvironment([&](Environment* env) {
+    any = any || env->ShouldPost(VMTI_EVENT_SAMPLED_OBJECT_ALLOC, thread);
+  });
+  return any;
 }
 
 void ToolInterface::ReconfigureSampling() {
@@ -378,21 +427,26 @@ void ToolInterface::OnVMInit(VMThread* main) {
   CurrentAgentThreadState().thread = main;
   phase_.store(VMTI_PHASE_LIVE, std::memory_order_release);
   ReconfigureSampling();
-  for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
-    Environment* env = EnvironmentAt(i);
-    if (!env->ShouldPost(VMTI_EVENT_VM_INIT, main)) continue;
+  ForEachEnvironment([&](Environment* env) {
+    if (!env->ShouldPost(VMTI_EVENT_VM_INIT, main)) return;
     CallbackScope scope(CurrentAgentThreadState());
     if (auto cb = env->Callbacks().VMInit) {
       NativeScope native;
       cb(env->AsVmti(), AsHandle(main));
     }
-  }
+  });
 }
 
 void ToolInterface::OnVMDeath(VMThread* current) {
-  if (current != nullptr) CurrentAgentThreadState().thread = current;
-  dying_os_thread_.store(std::this_thread::get_id(), std::memory_order_release);
-  dying_.store(true, std::memory_order_release);
+  AgentThreadState& ts = CurrentAgentThreadState();
+  if (current != nullptr) ts.thread = current;
+  {
+    // Under the batches' lock: from here on no other thread claims an event
+    // (Claim), so DrainForDeath sees every unclaimed one.
+    gc::MutexLock lock(&batches_mu_);
+    dying_os_thread_.store(std::this_thread::get_id(), std::memory_order_release);
+    dying_.store(true, std::memory_order_release);
+  }
   // Agent threads waiting on raw monitors learn that the VM is ending
   // (VMTI_ERROR_INTERRUPT) and may leave; VMDeath does not wait for them.
   InterruptAgentThreadWaits();
@@ -400,12 +454,14 @@ void ToolInterface::OnVMDeath(VMThread* current) {
   // scope changes nothing for the collector, but the callbacks run in the
   // same state as every other callback (thread_states.h rule 1).
   NativeScope native;
-  for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
-    Environment* env = EnvironmentAt(i);
-    if (!env->ShouldPost(VMTI_EVENT_VM_DEATH, current)) continue;
-    CallbackScope scope(CurrentAgentThreadState());
+  if (phase() == VMTI_PHASE_LIVE) DrainForDeath();
+  ts.in_vm_death = true;
+  ForEachEnvironment([&](Environment* env) {
+    if (!env->ShouldPost(VMTI_EVENT_VM_DEATH, current)) return;
+    CallbackScope scope(ts);
     if (auto cb = env->Callbacks().VMDeath) cb(env->AsVmti());
-  }
+  });
+  ts.in_vm_death = false;
   phase_.store(VMTI_PHASE_DEAD, std::memory_order_release);
   // The process ends right after this; agents get their last word now.
   UnloadAgents();
@@ -414,15 +470,14 @@ void ToolInterface::OnVMDeath(VMThread* current) {
 void ToolInterface::OnThreadStart(VMThread* thread) {
   CurrentAgentThreadState().thread = thread;
   if (phase() != VMTI_PHASE_LIVE || EventsStoppedHere()) return;
-  for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
-    Environment* env = EnvironmentAt(i);
-    if (!env->ShouldPost(VMTI_EVENT_THREAD_START, thread)) continue;
+  ForEachEnvironment([&](Environment* env) {
+    if (!env->ShouldPost(VMTI_EVENT_THREAD_START, thread)) return;
     CallbackScope scope(CurrentAgentThreadState());
     if (auto cb = env->Callbacks().ThreadStart) {
       NativeScope native;
       cb(env->AsVmti(), AsHandle(thread));
     }
-  }
+  });
 }
 
 void ToolInterface::OnThreadEnd(VMThread* thread) {
@@ -430,22 +485,20 @@ void ToolInterface::OnThreadEnd(VMThread* thread) {
   // OnThreadStart.
   CurrentAgentThreadState().thread = thread;
   if (phase() == VMTI_PHASE_LIVE && !EventsStoppedHere()) {
-    for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
-      Environment* env = EnvironmentAt(i);
-      if (!env->ShouldPost(VMTI_EVENT_THREAD_END, thread)) continue;
+    ForEachEnvironment([&](Environment* env) {
+      if (!env->ShouldPost(VMTI_EVENT_THREAD_END, thread)) return;
       CallbackScope scope(CurrentAgentThreadState());
       if (auto cb = env->Callbacks().ThreadEnd) {
         NativeScope native;
         cb(env->AsVmti(), AsHandle(thread));
       }
-    }
+    });
   }
   // Per-thread enables die with the thread (its address may be reused).
-  for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
-    Environment* env = EnvironmentAt(i);
+  ForEachEnvironment([&](Environment* env) {
     gc::MutexLock lock(&env->mu);
-    env->thread_events.erase(thread);
-  }
+    if (env->thread_events.erase(thread) != 0) env->ThreadEventsChangedLocked();
+  });
 }
 
 void ToolInterface::OnSampledAllocation(gc::Mutator* m, gc::Value* object_root,
@@ -460,11 +513,14 @@ void ToolInterface::OnSampledAllocation(gc::Mutator* m, gc::Value* object_root,
   ts.sample = &decision;
   ts.sample_generation = generation;
   HandleScope scope(ts, object_root);
-  for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
-    Environment* env = EnvironmentAt(i);
-    if (!env->ShouldPost(VMTI_EVENT_SAMPLED_OBJECT_ALLOC, thread)) continue;
+  // An environment a callback makes meanwhile does not get this allocation:
+  // it was reported before that environment existed.
+  const uint64_t serials = EnvironmentSerials();
+  ForEachEnvironment([&](Environment* env) {
+    if (env->serial.load(std::memory_order_relaxed) >= serials) return;
+    if (!env->ShouldPost(VMTI_EVENT_SAMPLED_OBJECT_ALLOC, thread)) return;
     auto cb = env->Callbacks().SampledObjectAlloc;
-    if (cb == nullptr || !object_root->IsRef()) continue;
+    if (cb == nullptr || !object_root->IsRef()) return;
     // Read in the VM state, for each env: an earlier callback may have let
     // a collection move the object. Only the handle crosses into native.
     const gc::Object* obj = object_root->AsRef();
@@ -473,7 +529,7 @@ void ToolInterface::OnSampledAllocation(gc::Mutator* m, gc::Value* object_root,
     CallbackScope callback_scope(ts);
     NativeScope native;
     cb(env->AsVmti(), AsHandle(thread), scope.handle(), klass, size);
-  }
+  });
   ts.sample = outer_sample;
   ts.sample_generation = outer_generation;
 }
@@ -482,14 +538,13 @@ void ToolInterface::PostGcEvent(vmtiEvent event) {
   if (phase() != VMTI_PHASE_LIVE) return;
   AgentThreadState& ts = CurrentAgentThreadState();
   ++ts.restricted_depth;  // inside the pause: only raw bookkeeping is allowed
-  for (size_t i = 0, n = EnvironmentCount(); i < n; ++i) {
-    Environment* env = EnvironmentAt(i);
-    if (!env->ShouldPost(event, ts.thread)) continue;
+  ForEachEnvironment([&](Environment* env) {
+    if (!env->ShouldPost(event, ts.thread)) return;
     const vmtiEventCallbacks cb = env->Callbacks();
     auto fn = event == VMTI_EVENT_GARBAGE_COLLECTION_START ? cb.GarbageCollectionStart
                                                            : cb.GarbageCollectionFinish;
     if (fn != nullptr) fn(env->AsVmti());
-  }
+  });
   --ts.restricted_depth;
 }
 
@@ -497,60 +552,134 @@ void ToolInterface::OnGcStart() { PostGcEvent(VMTI_EVENT_GARBAGE_COLLECTION_STAR
 
 void ToolInterface::OnGcFinish() { PostGcEvent(VMTI_EVENT_GARBAGE_COLLECTION_FINISH); }
 
-void ToolInterface::OnWeakEvents(absl::Span<const gc::WeakEvent> events) {
-  {
-    gc::MutexLock lock(&delivery_mu_);
-    for (const gc::WeakEvent& e : events) {
-      if (e.cookie != 0 && e.kind != gc::WeakEventKind::kMoved) pending_.push_back(e);
-    }
-    // A callback further up this or another thread's stack is delivering:
-    // it will pick these up after the events queued before them.
-    if (delivering_) return;
-    delivering_ = true;
+// ---- ObjectPromote and ObjectFree (design point 5) ----------------------
+
+void DeliverPendingWeakEvents(AgentThreadState& ts) { ts.pending_tool->DrainPending(ts); }
+
+void ToolInterface::OnWeakEventsFound(absl::Span<const gc::WeakEvent> events) {
+  // Inside the pause: only bookkeeping (gc::WeakObserver's contract).
+  AgentThreadState& ts = CurrentAgentThreadState();
+  if (ts.pending == nullptr) {
+    ts.pending = std::make_unique<EventBatch>();
+    ts.pending_tool = this;
+    RegisterBatch(ts.pending.get());
   }
-  for (;;) {
-    gc::WeakEvent e;
-    {
-      gc::MutexLock lock(&delivery_mu_);
-      if (pending_.empty()) {
-        delivering_ = false;
-        return;
-      }
-      e = pending_.front();
-      pending_.pop_front();
-    }
-    DeliverWeakEvent(e);
+  gc::MutexLock lock(&batches_mu_);
+  for (const gc::WeakEvent& e : events) {
+    if (e.cookie != 0 && e.kind != gc::WeakEventKind::kMoved) ts.pending->events.push_back(e);
   }
 }
 
-void ToolInterface::DeliverWeakEvent(const gc::WeakEvent& e) {
-  const int env_id = CookieEnv(e.cookie);
-  if (env_id < 0 || static_cast<size_t>(env_id) >= EnvironmentCount()) return;
-  Environment* env = EnvironmentAt(static_cast<size_t>(env_id));
-  const uint64_t record = CookieRecord(e.cookie);
-  const VMThread* thread = CurrentAgentThreadState().thread;
-  // An agent thread's collection may deliver while VMDeath runs elsewhere:
-  // VMDeath stays the last event.
-  const bool live = phase() == VMTI_PHASE_LIVE && !env->disposed.load() && !EventsStoppedHere();
-  if (e.kind == gc::WeakEventKind::kPromoted) {
-    std::optional<int64_t> tag = env->tags.OnPromoted(record);
-    if (!tag || !live) return;
-    if (!env->ShouldPost(VMTI_EVENT_OBJECT_PROMOTE, thread)) return;
-    CallbackScope scope(CurrentAgentThreadState());
-    if (auto cb = env->Callbacks().ObjectPromote) {
-      NativeScope native;
-      cb(env->AsVmti(), *tag);
+void ToolInterface::DeliverFoundWeakEvents() {
+  AgentThreadState& ts = CurrentAgentThreadState();
+  if (ts.pending == nullptr || ts.draining) return;  // a drain further up takes them
+  // Inside a callback: when the outermost one returns (CallbackScope).
+  if (ts.callback_depth > 0 && !ts.in_vm_death) return;
+  DrainPending(ts);
+}
+
+void ToolInterface::DrainPending(AgentThreadState& ts) {
+  ts.draining = true;
+  // Callbacks of this drain may find more events (a collection one forced)
+  // in the same batch: DeliverBatch claims them too, in order.
+  DeliverBatch(*ts.pending);
+  UnregisterBatch(ts.pending.get());
+  ts.pending.reset();
+  ts.draining = false;
+}
+
+void ToolInterface::AbandonPending(AgentThreadState& ts) {
+  UnregisterBatch(ts.pending.get());
+  ts.pending.reset();
+}
+
+void ToolInterface::RegisterBatch(EventBatch* batch) {
+  gc::MutexLock lock(&batches_mu_);
+  batches_.push_back(batch);
+}
+
+void ToolInterface::UnregisterBatch(EventBatch* batch) {
+  gc::MutexLock lock(&batches_mu_);
+  std::erase(batches_, batch);
+  for (size_t i = batch->next; i < batch->events.size(); ++i) orphans_.push_back(batch->events[i]);
+  batch->next = batch->events.size();
+}
+
+std::optional<gc::WeakEvent> ToolInterface::Claim(EventBatch& batch) {
+  gc::MutexLock lock(&batches_mu_);
+  if (EventsStoppedHere() || batch.next == batch.events.size()) return std::nullopt;
+  return batch.events[batch.next++];
+}
+
+void ToolInterface::DeliverBatch(EventBatch& batch) {
+  // Native throughout: handling an event touches no object address (tags.h,
+  // .epoch), so a collection may run meanwhile, and a thread stopped for
+  // good at VM death is never stopped in the middle of a batch.
+  NativeScope native;
+  while (std::optional<gc::WeakEvent> e = Claim(batch)) HandleWeakEvent(*e);
+}
+
+void ToolInterface::HandleWeakEvent(gc::WeakEvent e) {
+  for (;;) {
+    // A slot is never recycled while its environment's tags have events to
+    // handle, so this is the environment that tagged the object, disposed
+    // or not (environment.h, .pool.slot).
+    Environment* env = EnvironmentInSlot(CookieEnv(e.cookie));
+    if (env == nullptr) return;
+    int64_t tag = 0;
+    const TagMap::Action action = env->tags.Begin(e, weak_table(), &tag);
+    if (action == TagMap::Action::kParked) return;
+    if (action == TagMap::Action::kPost) PostWeakEvent(env, e.kind, tag);
+    std::optional<gc::WeakEvent> next = env->tags.End(e);
+    if (!next) return;
+    if (EventsStoppedHere()) {  // VM death began: the dying thread delivers it
+      gc::MutexLock lock(&batches_mu_);
+      orphans_.push_back(*next);
+      return;
     }
-  } else if (e.kind == gc::WeakEventKind::kDied) {
-    std::optional<int64_t> tag = env->tags.OnDied(weak_table(), record);
-    if (!tag || !live) return;
-    if (!env->ShouldPost(VMTI_EVENT_OBJECT_FREE, thread)) return;
-    CallbackScope scope(CurrentAgentThreadState());
-    if (auto cb = env->Callbacks().ObjectFree) {
-      NativeScope native;
-      cb(env->AsVmti(), *tag);
+    e = *next;
+  }
+}
+
+void ToolInterface::PostWeakEvent(Environment* env, gc::WeakEventKind kind, int64_t tag) {
+  if (phase() != VMTI_PHASE_LIVE || env->disposed.load(std::memory_order_acquire)) return;
+  AgentThreadState& ts = CurrentAgentThreadState();
+  const vmtiEvent event =
+      kind == gc::WeakEventKind::kPromoted ? VMTI_EVENT_OBJECT_PROMOTE : VMTI_EVENT_OBJECT_FREE;
+  if (!env->ShouldPost(event, ts.thread)) return;
+  const vmtiEventCallbacks callbacks = env->Callbacks();
+  weak_callbacks_running_.fetch_add(1, std::memory_order_acq_rel);
+  {
+    CallbackScope scope(ts);
+    NativeScope native;
+    if (event == VMTI_EVENT_OBJECT_PROMOTE) {
+      if (callbacks.ObjectPromote != nullptr) callbacks.ObjectPromote(env->AsVmti(), tag);
+    } else if (callbacks.ObjectFree != nullptr) {
+      callbacks.ObjectFree(env->AsVmti(), tag);
     }
   }
+  weak_callbacks_running_.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+void ToolInterface::DrainForDeath() {
+  auto take = [&] {
+    std::vector<gc::WeakEvent> out;
+    gc::MutexLock lock(&batches_mu_);
+    for (EventBatch* b : batches_) {
+      for (; b->next < b->events.size(); ++b->next) out.push_back(b->events[b->next]);
+    }
+    out.insert(out.end(), orphans_.begin(), orphans_.end());
+    orphans_.clear();
+    return out;
+  };
+  for (const gc::WeakEvent& e : take()) HandleWeakEvent(e);
+  // Callbacks other threads are in hand over what falls due after them
+  // (HandleWeakEvent's orphans); a blocked one is waited for only so long.
+  const absl::Time deadline = absl::Now() + kDeathDrainWait;
+  while (weak_callbacks_running_.load(std::memory_order_acquire) > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  for (const gc::WeakEvent& e : take()) HandleWeakEvent(e);
 }
 
 }  // namespace minivm::agent

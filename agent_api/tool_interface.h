@@ -19,8 +19,11 @@
 //    and in native state (agent_api/thread_states.h: a collection may run
 //    while one runs; GarbageCollectionStart/Finish excepted, they run inside
 //    the pause). Whatever a callback's arguments need from an object is read
-//    before the thread goes native. Environments are append-only, so
-//    dispatch iterates a stable prefix.
+//    before the thread goes native. Dispatch visits the live environments
+//    (a bitmap of pool slots, lowest first: creation order among
+//    environments never disposed), read without a lock, so a sample costs in
+//    proportion to the environments alive, not to every one ever made
+//    (environment.h, .pool).
 // 4. Object handles. A vmtiObject is an opaque token naming a root slot
 //    (the heap's sample root, which every collection visits and updates,
 //    also while the thread is native) for the duration of one callback,
@@ -29,17 +32,33 @@
 //    one even though the slot is the same; each thread keeps its live
 //    (token, slot) pairs, and anything else an agent passes is rejected with
 //    VMTI_ERROR_INVALID_OBJECT. A stale or forged handle cannot crash the VM.
-// 5. Lifecycle events. ObjectPromote and ObjectFree come from the
-//    GC's weak-slot reports, delivered after the pause on the thread
-//    that collected, in the order the collection found them. Nothing is
-//    queued per thread, so no event can be stranded when a thread ends
-//    (statmemprof's orphan problem does not arise). Reports arriving while a
-//    callback of the same delivery is running (a callback that forces a
-//    collection) are queued and delivered after it, preserving order.
+// 5. Lifecycle events. ObjectPromote and ObjectFree come from the GC's
+//    weak-slot reports, handed over after the pause by the thread that
+//    collected (gc/weak_table.h, design point 3), and delivered by that
+//    thread, in the order its collection found them. Per object, the tag
+//    map (tags.h, .order) keeps them in report order across threads and
+//    parks an early one with the object's record: so a callback that blocks
+//    holds up its own thread and later events of the same object only,
+//    never another thread's collection or other objects' events, and an
+//    explicit collection returns once its own events were delivered, except
+//    the events of objects whose earlier event another thread is still
+//    delivering (that thread delivers them when it is done). Nesting: events
+//    that arise while the thread is inside a callback (a collection the
+//    callback forced) join the thread's deferred batch and are delivered
+//    when its outermost callback returns, before it returns to the program;
+//    VMDeath's callbacks excepted, since nothing may follow VMDeath: a
+//    collection forced there delivers its events before it returns. Every
+//    batch being delivered is registered (EventBatch), so VM death can take
+//    over what its thread has not claimed yet (point 6).
 // 6. VM death. Once VMDeath starts, every other thread is stopped for good:
 //    re-configuring sampling is a no-op, and ForceGarbageCollection works only
 //    on the dying thread (any other caller, such as an agent's own thread,
-//    would wait forever for a safepoint that cannot start).
+//    would wait forever for a safepoint that cannot start). Before VMDeath
+//    is posted, the dying thread delivers every event of a completed
+//    collection that no thread claimed yet, waits up to kDeathDrainWait for
+//    callbacks other threads are running to return, and delivers what those
+//    handed over meanwhile; what a callback still blocked after that holds
+//    up (later events of its own object) is dropped.
 // 7. Agent threads (RunAgentThread, agent_threads.cc) are VM threads to the
 //    agent API (handles, names, ThreadStart/ThreadEnd, per-thread events)
 //    but outsiders to the heap: never attached, so never waited for by a
@@ -63,9 +82,10 @@
 #ifndef MINIVM_AGENT_API_TOOL_INTERFACE_H_
 #define MINIVM_AGENT_API_TOOL_INTERFACE_H_
 
+#include <array>
 #include <atomic>
-#include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -73,6 +93,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "gc/sync.h"
 #include "agent_api/agent_loader.h"
 #include "agent_api/environment.h"
@@ -88,6 +109,16 @@ struct VMThread;
 
 namespace minivm::agent {
 
+class ToolInterface;
+
+// One thread's weak events on their way to the agents (design point 5).
+// Registered with the ToolInterface while they are, so VM death can claim
+// what the thread has not.
+struct EventBatch {
+  std::vector<gc::WeakEvent> events;  // appended and claimed under the tool's batches_mu_
+  size_t next = 0;                    // the first event not yet claimed
+};
+
 // Per-OS-thread state of the agent API.
 struct AgentThreadState {
   VMThread* thread = nullptr;        // null on a native thread an agent made
@@ -101,6 +132,14 @@ struct AgentThreadState {
   int restricted_depth = 0;          // inside GarbageCollectionStart/Finish
   int heap_callback_depth = 0;       // inside a heap walk's callback (heap_walk.cc)
   int callback_depth = 0;            // inside an event callback (CallbackScope)
+  // Weak events this thread's collections found (design point 5),
+  // registered with `pending_tool` from the pause on; delivered after the
+  // pause, or when callback_depth returns to 0 if they arose inside a
+  // callback.
+  std::unique_ptr<EventBatch> pending;
+  ToolInterface* pending_tool = nullptr;
+  bool draining = false;  // DrainPending is on this thread's stack
+  bool in_vm_death = false;        // inside VMDeath's callbacks
 
   // Objects GetObjectsWithTags returned (design point 8): tokens
   // [first_token, first_token + slots.size()) name slots[i]. The slots are
@@ -144,14 +183,19 @@ inline void AgeHeldBatches(AgentThreadState& ts) {
     });
   }
 }
+// Delivers the thread's pending weak events (design point 5).
+void DeliverPendingWeakEvents(AgentThreadState& ts);
 // Marks the extent of one event callback: batches made inside it are
-// released when it returns.
+// released when it returns, and weak events that arose inside the
+// outermost one are delivered then.
 class CallbackScope {
  public:
   explicit CallbackScope(AgentThreadState& ts) : ts_(ts) { ++ts_.callback_depth; }
   ~CallbackScope() {
     ReleaseHeldBatches(ts_, ts_.callback_depth);
-    --ts_.callback_depth;
+    if (--ts_.callback_depth == 0 && ts_.pending != nullptr && !ts_.draining) {
+      DeliverPendingWeakEvents(ts_);
+    }
   }
   CallbackScope(const CallbackScope&) = delete;
   CallbackScope& operator=(const CallbackScope&) = delete;
@@ -194,6 +238,11 @@ class ToolInterface final : public ToolHooks,
 
   // GetEnv.
   vmtiError NewEnvironment(void** penv, vmtiInt version);
+  // DisposeEnvironment: events stop, tags are cleared, the slot is recycled
+  // (environment.h, .pool).
+  void DisposeEnvironment(Environment* env);
+  // How long VM death waits for other threads' weak-event callbacks.
+  static constexpr absl::Duration kDeathDrainWait = absl::Seconds(1);
 
   vmtiPhase phase() const { return phase_.load(std::memory_order_acquire); }
   VM* vm() const { return vm_; }
@@ -242,13 +291,34 @@ class ToolInterface final : public ToolHooks,
   void OnGcStart() override;
   void OnGcFinish() override;
   // gc::WeakObserver.
-  void OnWeakEvents(absl::Span<const gc::WeakEvent> events) override;
+  void OnWeakEventsFound(absl::Span<const gc::WeakEvent> events) override;
+  void DeliverFoundWeakEvents() override;
+  // Delivers ts.pending (design point 5).
+  void DrainPending(AgentThreadState& ts);
+  // For a thread that ends with ts.pending undelivered: VM death takes it.
+  void AbandonPending(AgentThreadState& ts);
 
  private:
-  // Environments in creation order (append-only; see design point 3).
-  size_t EnvironmentCount() const;
-  Environment* EnvironmentAt(size_t i) const;
-  void DeliverWeakEvent(const gc::WeakEvent& e);
+  // Calls fn(env) for each live environment of this tool, lowest slot first
+  // (design point 3).
+  template <typename Fn>
+  void ForEachEnvironment(Fn fn);
+  // The live environment of this tool in pool slot `id`, or null.
+  Environment* EnvironmentInSlot(int id) const;
+  // Environments made so far: the next one's serial.
+  uint64_t EnvironmentSerials() const { return next_serial_.load(std::memory_order_acquire); }
+  void SetLive(int id, bool live);
+  // Weak-event delivery (design point 5).
+  void DeliverBatch(EventBatch& batch);
+  void RegisterBatch(EventBatch* batch);
+  // Unregisters; events left unclaimed (VM death began) go to orphans_.
+  void UnregisterBatch(EventBatch* batch);
+  std::optional<gc::WeakEvent> Claim(EventBatch& batch);
+  // Handles e and whatever parked event of the same object falls due.
+  void HandleWeakEvent(gc::WeakEvent e);
+  void PostWeakEvent(Environment* env, gc::WeakEventKind kind, int64_t tag);
+  // VM death's share (design point 6): everything unclaimed, delivered here.
+  void DrainForDeath();
   // GarbageCollectionStart/Finish to every environment that wants it.
   void PostGcEvent(vmtiEvent event);
   // True once VM death began, on every thread but the one posting VMDeath:
@@ -280,14 +350,22 @@ class ToolInterface final : public ToolHooks,
   // only copy (the heap reads it through gc::SampleObserver::SamplingInterval).
   std::atomic<int32_t> interval_;
 
-  mutable gc::Mutex envs_mu_;
-  std::vector<std::unique_ptr<Environment>> envs_ ABSL_GUARDED_BY(envs_mu_);
-  std::atomic<size_t> env_count_{0};
+  // This tool's live environments: bit i of word i / 64 is pool slot i.
+  // Set once the slot is ready, cleared at DisposeEnvironment; words at
+  // and past live_words_ are all zero.
+  static constexpr int kLiveWords = EnvironmentPool::kCapacity / 64;
+  std::array<std::atomic<uint64_t>, kLiveWords> live_{};
+  std::atomic<int> live_words_{0};
+  std::atomic<uint64_t> next_serial_{0};
+  gc::Mutex envs_mu_;  // serialises NewEnvironment and DisposeEnvironment
 
   // Weak-event delivery (design point 5).
-  gc::Mutex delivery_mu_;
-  std::deque<gc::WeakEvent> pending_ ABSL_GUARDED_BY(delivery_mu_);
-  bool delivering_ ABSL_GUARDED_BY(delivery_mu_) = false;
+  gc::Mutex batches_mu_;
+  std::vector<EventBatch*> batches_ ABSL_GUARDED_BY(batches_mu_);
+  // Events due once VM death began, handed to the dying thread.
+  std::vector<gc::WeakEvent> orphans_ ABSL_GUARDED_BY(batches_mu_);
+  // ObjectFree/ObjectPromote callbacks running now, on any thread.
+  std::atomic<int> weak_callbacks_running_{0};
 
   // NewWeakRef handles: slot id + 1, so that null is never a valid handle.
   gc::Mutex weak_refs_mu_;

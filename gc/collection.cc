@@ -22,8 +22,10 @@
 // 5. Adaptive tenuring (HotSpot's): after a minor collection the threshold
 //    becomes the smallest age at which the survivors of that age and younger
 //    exceed half a survivor space, capped at max_tenuring_threshold.
-// 6. Weak slots are processed inside the pause once liveness is known; their
-//    events are delivered after the world restarts (DeliverWeakEvents).
+// 6. Weak slots are processed inside the pause once liveness is known; the
+//    weak observer takes their events before the world restarts and
+//    delivers them after, on the collecting thread (DeliverFoundWeakEvents;
+//    gc/weak_table.h, design point 3).
 // 7. Old-generation occupancy target (Go's GOGC=100 pacing, by occupancy
 //    instead of a concurrent cycle): after each full collection the target
 //    becomes twice the old generation's live bytes, at least
@@ -183,18 +185,28 @@ GenerationalHeap::GcKind GenerationalHeap::Collect(Mutator* requester, GcCause c
                   Mib(after), Mib(size_), pause_ns / 1e6);
     std::fflush(options_.gc_log);
   }
+  // The observer takes the events while the world is still stopped (design
+  // point 6): whatever happens to this thread after the pause, they are
+  // where VM death can find them.
+  bool found = false;
+  if (!events.empty()) {
+    MutexLock lock(&observer_mu_);
+    if (observer_ != nullptr) {
+      observer_->OnWeakEventsFound(events);
+      found = true;
+    }
+  }
   safepoints_.End(requester);
-  // An explicit collection (no allocation waiting on it) returns after its
-  // ObjectFree/ObjectPromote events, so that an agent that forced it sees
-  // its results. An allocation holds a raw pointer: AllocateSlowPath
-  // delivers its events once the object is in a root (callbacks run native,
-  // and other threads may collect meanwhile).
-  if (events.empty()) return kind;
+  // A collection with no allocation waiting on it delivers its
+  // ObjectFree/ObjectPromote events before it returns, so that an agent
+  // that forced it sees its results. An allocation holds a raw pointer:
+  // AllocateSlowPath delivers them once the object is in a root (callbacks
+  // run native, and other threads may collect meanwhile).
+  if (!found) return kind;
   if (allocation != nullptr) {
-    std::vector<WeakEvent>& deferred = MutatorData::Of(requester)->deferred_events;
-    deferred.insert(deferred.end(), events.begin(), events.end());
+    MutatorData::Of(requester)->events_found = true;
   } else {
-    DeliverWeakEvents(std::move(events), requester, /*wait=*/cause == GcCause::kExplicit);
+    DeliverFoundWeakEvents();
   }
   return kind;
 }
@@ -318,70 +330,17 @@ void GenerationalHeap::VerifyNow(Mutator* requester) {
   safepoints_.End(requester);
 }
 
-// Events of successive collections must reach the observer in collection
-// order even though each collecting thread delivers after its own pause and
-// an observer may itself allocate and collect. So events join one queue, and
-// whichever thread finds no delivery in progress drains it; a collection
-// that happens meanwhile (even inside the observer, on the delivering thread)
-// only enqueues, and the drain loop picks its events up in order.
-void GenerationalHeap::DeliverWeakEvents(std::vector<WeakEvent> events, Mutator* requester,
-                                         bool wait) {
-  uint64_t mine;
+// Each collecting thread delivers its own collections' events (weak_table.h,
+// design point 3): no queue shared between threads, so an observer blocked
+// on one thread holds up no other thread's collection or delivery. Ordering
+// per slot is the observer's, by WeakEvent::seq.
+void GenerationalHeap::DeliverFoundWeakEvents() {
+  WeakObserver* observer;
   {
     MutexLock lock(&observer_mu_);
-    pending_events_.insert(pending_events_.end(), events.begin(), events.end());
-    queued_events_ += events.size();
-    mine = queued_events_;
-    if (delivering_) {
-      // The delivering thread is this one further up its stack (a callback
-      // that collected): it picks these up after returning. Never wait on
-      // oneself.
-      if (!wait || delivering_thread_ == std::this_thread::get_id()) return;
-      // At VM death the delivering thread may be stopped for good inside
-      // its delivery: waiting for it would never end.
-      if (safepoints_.stopped_for_good()) return;
-    } else {
-      delivering_ = true;
-      delivering_thread_ = std::this_thread::get_id();
-      wait = false;  // this thread delivers them itself, below
-    }
+    observer = observer_;
   }
-  if (wait) {
-    // Blocked: the delivering thread's callbacks may need a safepoint.
-    const SafepointState saved = requester != nullptr
-                                     ? SetSafepointState(requester, SafepointState::kBlocked)
-                                     : SafepointState::kRunning;
-    {
-      MutexLock lock(&observer_mu_);
-      while (delivered_events_ < mine) delivered_cv_.Wait(&observer_mu_);
-    }
-    if (requester != nullptr) SetSafepointState(requester, saved);
-    return;
-  }
-  std::vector<WeakEvent> batch;
-  for (;;) {
-    WeakObserver* observer;
-    {
-      MutexLock lock(&observer_mu_);
-      if (pending_events_.empty() || observer_ == nullptr) {
-        pending_events_.clear();
-        delivered_events_ = queued_events_;
-        delivering_ = false;
-        delivered_cv_.SignalAll();
-        return;
-      }
-      batch.swap(pending_events_);
-      pending_events_.clear();
-      observer = observer_;
-    }
-    observer->OnWeakEvents(batch);
-    {
-      MutexLock lock(&observer_mu_);
-      delivered_events_ += batch.size();
-      delivered_cv_.SignalAll();
-    }
-    batch.clear();
-  }
+  if (observer != nullptr) observer->DeliverFoundWeakEvents();
 }
 
 }  // namespace minivm::gc

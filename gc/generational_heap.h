@@ -147,10 +147,8 @@ class GenerationalHeap final : public Heap {
   void VisitAllRoots(RootVisitor& visitor);
   void UpdateTenuringThreshold(const std::array<uint64_t, gc_word::kMaxAge + 1>& age_bytes);
   void Verify(const char* when);
-  // `wait`: return only once these events were delivered, even when another
-  // thread is delivering (an explicit collection: its caller reads the
-  // results right after); `requester` waits in a blocked region then.
-  void DeliverWeakEvents(std::vector<WeakEvent> events, Mutator* requester, bool wait);
+  // Has the weak observer deliver what this thread's collections found.
+  void DeliverFoundWeakEvents();
   size_t UsedBytes() const { return young_->used() + old_->used_bytes(); }
 
   const HeapOptions options_;
@@ -184,14 +182,6 @@ class GenerationalHeap final : public Heap {
 
   Mutex observer_mu_;
   WeakObserver* observer_ ABSL_GUARDED_BY(observer_mu_) = nullptr;
-  std::vector<WeakEvent> pending_events_ ABSL_GUARDED_BY(observer_mu_);
-  bool delivering_ ABSL_GUARDED_BY(observer_mu_) = false;
-  std::thread::id delivering_thread_ ABSL_GUARDED_BY(observer_mu_);
-  // Events queued and delivered so far: a waiter's events are delivered
-  // once delivered_events_ reaches the count after its own were queued.
-  uint64_t queued_events_ ABSL_GUARDED_BY(observer_mu_) = 0;
-  uint64_t delivered_events_ ABSL_GUARDED_BY(observer_mu_) = 0;
-  CondVar delivered_cv_;
 };
 
 }  // namespace minivm::gc

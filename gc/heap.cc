@@ -246,7 +246,7 @@ Object* AllocateSlowPath(Mutator* m, const ClassLayout* cls, size_t size, uint64
     if (ran == GcKind::kMinor) tried_minor = true;
   }
   if (mem == 0) {  // heap exhausted
-    if (!MutatorData::Of(m)->deferred_events.empty()) heap.DeliverDeferredEvents(m, nullptr);
+    if (MutatorData::Of(m)->events_found) heap.DeliverDeferredEvents(m, nullptr);
     return nullptr;
   }
 
@@ -266,7 +266,7 @@ Object* AllocateSlowPath(Mutator* m, const ClassLayout* cls, size_t size, uint64
   if (ABSL_PREDICT_FALSE(decision.sample_count != 0)) obj = heap.ReportSample(m, obj, decision);
   // After the sampler's bookkeeping: a collection that runs meanwhile
   // retires the TLAB, and this object must already be charged by then.
-  if (ABSL_PREDICT_FALSE(!MutatorData::Of(m)->deferred_events.empty())) {
+  if (ABSL_PREDICT_FALSE(MutatorData::Of(m)->events_found)) {
     obj = heap.DeliverDeferredEvents(m, obj);
   }
   MINIVM_GC_DCHECK(m->tlab.start <= m->tlab.top && m->tlab.top <= m->tlab.current_end &&
@@ -318,10 +318,9 @@ Object* GenerationalHeap::DeliverDeferredEvents(Mutator* m, Object* obj) {
   MutatorData* data = MutatorData::Of(m);
   // Agents cannot allocate on the VM heap, so no allocation nests in here.
   MINIVM_GC_DCHECK(data->deferred_root.IsNull(), "nested deferred delivery");
-  std::vector<WeakEvent> events;
-  events.swap(data->deferred_events);
+  data->events_found = false;
   data->deferred_root = obj != nullptr ? Value::Ref(obj) : Value::Null();
-  DeliverWeakEvents(std::move(events), m, /*wait=*/false);
+  DeliverFoundWeakEvents();
   obj = obj != nullptr ? data->deferred_root.AsRef() : nullptr;
   data->deferred_root = Value::Null();
   return obj;

@@ -27,12 +27,13 @@ struct MutatorData {
   // Holds a sampled object while observers run: a root (VisitAllRoots),
   // updated if a collection moves the object.
   Value sample_root;
-  // Weak events of the collections an allocation ran: delivered by
-  // AllocateSlowPath once the new object is initialised and held in
-  // deferred_root (a root, like sample_root). Delivering them in the middle
-  // of the allocation would leave the raw memory unrooted while callbacks
-  // run in native state and other threads collect. The owning thread only.
-  std::vector<WeakEvent> deferred_events;
+  // Set when a collection an allocation ran found weak events (the observer
+  // holds them): AllocateSlowPath has them delivered once the new object is
+  // initialised and held in deferred_root (a root, like sample_root).
+  // Delivering them in the middle of the allocation would leave the raw
+  // memory unrooted while callbacks run in native state and other threads
+  // collect. The owning thread only.
+  bool events_found = false;
   Value deferred_root;
 };
 

@@ -14,7 +14,7 @@ WeakSlotId WeakTable::Create(Object* obj, uint64_t cookie) {
     id = static_cast<WeakSlotId>(slots_.size());
     slots_.emplace_back();
   }
-  slots_[id] = Slot{obj, cookie, true};
+  slots_[id] = Slot{obj, cookie, 0, true};
   ++live_;
   return id;
 }
@@ -31,12 +31,14 @@ uint64_t WeakTable::Cookie(WeakSlotId id) const {
   return slots_[id].cookie;
 }
 
-void WeakTable::Delete(WeakSlotId id) {
+uint32_t WeakTable::Delete(WeakSlotId id) {
   MutexLock lock(&mu_);
   MINIVM_GC_CHECK(id < slots_.size() && slots_[id].in_use, "weak slot %d deleted twice", id);
+  const uint32_t reported = slots_[id].reported;
   slots_[id] = Slot{};
   free_.push_back(id);
   --live_;
+  return reported;
 }
 
 size_t WeakTable::size() const {
@@ -52,7 +54,9 @@ void WeakTable::Process(FateFn fate, std::vector<WeakEvent>* events) {
     Fate f{};
     if (!fate(s.obj, &f)) continue;
     s.obj = f.kind == WeakEventKind::kDied ? nullptr : f.new_address;
-    if (events != nullptr) events->push_back(WeakEvent{f.kind, id, s.cookie, s.obj});
+    if (events == nullptr) continue;
+    const uint32_t seq = f.kind == WeakEventKind::kMoved ? 0 : s.reported++;
+    events->push_back(WeakEvent{f.kind, id, s.cookie, s.obj, seq});
   }
 }
 

@@ -14,13 +14,26 @@
 //    a collection report nothing.
 // 3. Events are buffered during the pause and handed to the WeakObserver
 //    after the world restarts, never inside the stop-the-world: an observer
-//    may allocate, take locks or run agent code. Within one collection they
-//    come in slot order (the order the collection finds them, which is slot
-//    creation order while no slot is reused); across collections, in
-//    collection order (see Heap::DeliverWeakEvents). Rejected: calling the
-//    observer inside the pause (an agent that allocates would deadlock) and
-//    per-slot callbacks under the table lock (same problem).
-// 4. A died slot stays allocated (reading null) until the client deletes it,
+//    may allocate, take locks or run agent code. Each collecting thread
+//    hands over its own collection's events (in slot order) and nothing
+//    else, so a slow observer holds up only the thread it runs on; events
+//    of different collections may therefore reach the observer on several
+//    threads at once, and on one thread nested (an observer that collects).
+//    What keeps them in order is the per-slot sequence number below, not
+//    the order of calls. Rejected: one process-wide delivery queue drained
+//    by whichever thread found it idle (it serialised every thread's
+//    events behind one blocked observer, and made an explicit collection
+//    wait for other threads' callbacks); calling the observer inside the
+//    pause (an agent that allocates would deadlock); per-slot callbacks
+//    under the table lock (same problem).
+// 4. Sequence: each slot numbers the kPromoted and kDied events it reports,
+//    from 0 (WeakEvent::seq; kMoved events are not numbered: they carry no
+//    news an observer must order). An observer that acts on a slot's event
+//    k only after acting on k-1 sees every slot's events in the order the
+//    collections found them, however the threads interleave. Delete returns
+//    how many events the slot reported in all, so the client knows how
+//    many to wait for before it reuses whatever the cookie names.
+// 5. A died slot stays allocated (reading null) until the client deletes it,
 //    so the cookie in the event can still name it.
 #ifndef MINIVM_GC_WEAK_TABLE_H_
 #define MINIVM_GC_WEAK_TABLE_H_
@@ -44,14 +57,25 @@ struct WeakEvent {
   WeakSlotId slot;
   uint64_t cookie;
   Object* new_address;  // null for kDied
+  uint32_t seq = 0;     // kPromoted/kDied: the slot's events before this one
 };
 
-// Implemented outside gc/ (the agent API). Called with no heap lock held, by
-// a running mutator, after the collection's pause.
+// Implemented outside gc/ (the agent API), on the thread that ran the
+// collection (design point 3): on several threads at once, and re-entered
+// on one thread by an observer that collects.
 class WeakObserver {
  public:
   virtual ~WeakObserver() = default;
-  virtual void OnWeakEvents(absl::Span<const WeakEvent> events) = 0;
+  // Inside the pause, once per collection that reported events: the
+  // observer keeps them where it can always reach them (no waiting, no
+  // allocation on the VM heap, no agent code). So no event is ever held
+  // only by a thread's stack: a thread stopped for good right after the
+  // pause (VM death) strands nothing.
+  virtual void OnWeakEventsFound(absl::Span<const WeakEvent> events) = 0;
+  // After the pause, with no heap lock held, on the same thread: deliver
+  // what this thread found. An allocation calls it once its new object is
+  // in a root (heap.cc).
+  virtual void DeliverFoundWeakEvents() = 0;
 };
 
 class WeakTable {
@@ -68,7 +92,9 @@ class WeakTable {
   // The object, or nullptr once it died.
   Object* Get(WeakSlotId id) const;
   uint64_t Cookie(WeakSlotId id) const;
-  void Delete(WeakSlotId id);
+  // Frees the slot for reuse; returns how many kPromoted/kDied events it
+  // reported in its life (design point 4).
+  uint32_t Delete(WeakSlotId id);
   size_t size() const;
 
   // GC only, inside a pause. Applies `fate` to every slot holding an
@@ -81,6 +107,7 @@ class WeakTable {
   struct Slot {
     Object* obj = nullptr;
     uint64_t cookie = 0;
+    uint32_t reported = 0;  // kPromoted/kDied events so far: the next seq
     bool in_use = false;
   };
   mutable Mutex mu_;

@@ -91,6 +91,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -368,6 +369,7 @@ class Profiler {
   void OnSample(vmtiEnv* env, vmtiThread thread, vmtiObject object, vmtiClass klass,
                 vmtiLong size) {
     if (dead_.load(std::memory_order_acquire)) return;
+    TakeOwedDumps(/*any_thread=*/false);
     agent::Sample sample;
     if (!sites_.Capture(env, object, klass, config_.depth, &next_tag_, &log_, &sample)) return;
     const vmtiSampleInfo& info = sample.info;
@@ -394,13 +396,21 @@ class Profiler {
           due = true;
         }
       }
-      // The state is taken here, at the crossing (after a collection forced
+      // The state is taken as of the crossing (after a collection forced
       // on this thread with gc=1), so that each numbered dump shows the heap
-      // at its threshold however late the worker runs. Encoding and writing
-      // happen on the worker.
+      // at its threshold however late the worker runs. The collection's
+      // ObjectFree events are delivered once this callback returns
+      // (docs/agent-api.md, "Delivery rules"): the copy, exact as of the
+      // collection, is taken at this thread's next sample (TakeOwedDumps).
+      // Encoding and writing happen on the worker.
       if (due) {
-        const LiveNote note = CollectForLiveData(env, "at this dump's threshold");
-        Enqueue("dump_every", &note);
+        LiveNote note = CollectForLiveData(env, "at this dump's threshold");
+        if (note.as_of > 0) {
+          std::lock_guard<std::mutex> g(worker_mu_);
+          owed_dumps_.push_back(OwedDump{std::this_thread::get_id(), std::move(note)});
+        } else {
+          Enqueue("dump_every", &note);
+        }
       }
     }
   }
@@ -451,6 +461,7 @@ class Profiler {
   // threads stopped, the summary and the final profile written.
   void Finish(vmtiEnv* env) {
     dead_.store(true, std::memory_order_release);
+    TakeOwedDumps(/*any_thread=*/true);  // every event is in before VMDeath
     StopWorker();
     if (http_ != nullptr) http_->Stop();
     if (signal_acquired_) ReleaseSigusr2();
@@ -745,6 +756,22 @@ class Profiler {
     worker_cv_.notify_one();
   }
 
+  // dump_every's copies owed to this thread (or, at VMDeath, to any):
+  // their collections' events are in by now.
+  void TakeOwedDumps(bool any_thread) {
+    std::vector<LiveNote> notes;
+    {
+      std::lock_guard<std::mutex> g(worker_mu_);
+      if (owed_dumps_.empty()) return;
+      auto taken = std::stable_partition(owed_dumps_.begin(), owed_dumps_.end(), [&](const OwedDump& o) {
+        return !any_thread && o.thread != std::this_thread::get_id();
+      });
+      for (auto it = taken; it != owed_dumps_.end(); ++it) notes.push_back(std::move(it->note));
+      owed_dumps_.erase(taken, owed_dumps_.end());
+    }
+    for (const LiveNote& note : notes) Enqueue("dump_every", &note);
+  }
+
   void Copy(PendingDump* d, LiveNote note) {
     d->copied = true;
     d->note = std::move(note);
@@ -887,6 +914,11 @@ class Profiler {
   std::condition_variable worker_cv_;
   static constexpr size_t kMaxQueued = 64;
   std::deque<PendingDump> queue_;  // guarded by worker_mu_
+  struct OwedDump {
+    std::thread::id thread;  // whose callback forced its collection
+    LiveNote note;
+  };
+  std::vector<OwedDump> owed_dumps_;  // guarded by worker_mu_
   int64_t dropped_dumps_ = 0;      // guarded by worker_mu_
   bool worker_stop_ = false;
   double next_dump_at_ = 0;

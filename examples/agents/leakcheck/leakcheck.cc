@@ -31,7 +31,10 @@
  *     ago still looks live (which made the growth of a steady program's
  *     long-lived objects look like a leak). VMTI does not say which
  *     collections were full, so the agent forces its own
- *     (ForceGarbageCollection) and takes a snapshot right after each: a
+ *     (ForceGarbageCollection) and takes a snapshot right after each, once
+ *     its ObjectFree events are in: a collection forced inside a callback
+ *     delivers them when the callback returns, so the snapshot is taken at
+ *     the forcing thread's next sample (or at VMDeath). A snapshot is a
  *     Point (ordinal, collection number, estimated bytes allocated). A
  *     sample born between snapshots o-1 and o gets birth ordinal o; a death
  *     delivered between them gets death ordinal o; so a sample was live at
@@ -98,7 +101,9 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -258,6 +263,7 @@ class Checker {
 
   void OnSample(vmtiEnv* env, vmtiThread, vmtiObject object, vmtiClass klass, vmtiLong) {
     if (dead_.load(std::memory_order_acquire)) return;
+    if (std::optional<Report> owed = OwedSnapshot(/*any_thread=*/false)) Emit(Compose(*owed));
     agent::Sample sample;
     if (!sites_.Capture(env, object, klass, config_.depth, &next_tag_, &log_, &sample)) return;
     const uint32_t frame = sites_.LeafFrame(sample.stack);
@@ -280,9 +286,11 @@ class Checker {
       force = ForceDueLocked();
       if (force) forcing_ = true;
     }
-    // Outside the lock: the collection delivers ObjectFree events, which
-    // take it.
-    if (force) Emit(Compose(Force(env)));
+    // Outside the lock: the collection's ObjectFree events take it. They
+    // are delivered once this callback returns (docs/agent-api.md,
+    // "Delivery rules"), so the snapshot waits for this thread's next
+    // sample (design point 2).
+    if (force) Force(env);
   }
 
   void OnObjectFree(vmtiEnv*, vmtiLong tag) {
@@ -311,6 +319,8 @@ class Checker {
 
   void OnVMDeath(vmtiEnv*) {
     dead_.store(true, std::memory_order_release);
+    // Every event of a completed collection is delivered before VMDeath.
+    if (std::optional<Report> owed = OwedSnapshot(/*any_thread=*/true)) Emit(Compose(*owed));
     Report report;
     {
       std::lock_guard<std::mutex> g(mu_);
@@ -330,12 +340,13 @@ class Checker {
     return since >= std::max({kMinGap, kGapFraction * allocated_, live_at_snapshot_});
   }
 
-  // Forces a full collection and takes a snapshot right after it, once its
-  // ObjectFree events are in (they are delivered on this thread before
-  // ForceGarbageCollection returns, unless another thread is delivering
-  // events at the time: then a few may come after the snapshot, and count
-  // as deaths after it). Returns a periodic report if one is due.
-  Report Force(vmtiEnv* env) {
+  // Forces a full collection from the sample callback that found it due.
+  // The snapshot is owed until the callback has returned: the collection's
+  // ObjectFree events are delivered then, on this thread, before it goes on
+  // (except those of an object whose promotion another thread is still
+  // delivering: they follow it, and count as deaths after the snapshot).
+  // This thread's next sample takes it (OwedSnapshot), or VMDeath.
+  void Force(vmtiEnv* env) {
     const bool paced = config_.gc_every < 0;
     vmtiLong start = 0, end = 0;
     bool run = true;
@@ -361,20 +372,34 @@ class Checker {
                     gc_count_.load(std::memory_order_relaxed) > gc_before;
     if (ok && paced) (*env)->GetTime(env, &end);
     std::lock_guard<std::mutex> g(mu_);
-    forcing_ = false;
     schedule_from_ = allocated_;  // the next one after another gap
     if (!ok) {
+      forcing_ = false;
       if (!run) paced_++;
-      return Report();
+      return;
     }
     forced_++;
     if (paced) forced_ns_ += static_cast<double>(end - start);
+    owed_by_ = std::this_thread::get_id();  // forcing_ stays set until it is taken
+    owed_gc_ = gc_count_.load(std::memory_order_relaxed);
+  }
+
+  // The snapshot of the collection Force ran, if one is owed to this
+  // thread (or, at VMDeath, to any thread). Returns the periodic report
+  // then due, if any.
+  std::optional<Report> OwedSnapshot(bool any_thread) {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!owed_by_ || (!any_thread && *owed_by_ != std::this_thread::get_id())) {
+      return std::nullopt;
+    }
+    owed_by_.reset();
+    forcing_ = false;
     live_at_snapshot_ = live_bytes_;
     for (Site& site : sites_v_) {
       site.snapshot_bytes = site.live_bytes;
       site.snapshot_samples = site.live_samples;
     }
-    points_.push_back(Point{pending_++, gc_count_.load(std::memory_order_relaxed), allocated_});
+    points_.push_back(Point{pending_++, owed_gc_, allocated_});
     if (points_.size() >= kMaxPoints) Thin();
     const int64_t gc = points_.back().gc;
     if (config_.every > 0 && gc >= next_report_gc_) {
@@ -685,7 +710,11 @@ class Checker {
   double schedule_from_ = 0;     // forced collections count allocation from here
   int64_t next_report_gc_ = 0;
   // Forced collections.
-  bool forcing_ = false;  // one at a time
+  bool forcing_ = false;  // one at a time, from Force until its snapshot
+  // The thread whose callback forced the collection whose snapshot is
+  // still to be taken (Force, OwedSnapshot), and that collection's number.
+  std::optional<std::thread::id> owed_by_;
+  int64_t owed_gc_ = 0;
   int64_t forced_ = 0;
   int64_t paced_ = 0;     // skipped by the pacer
   double forced_ns_ = 0;  // their pauses, as the forcing thread saw them

@@ -3,6 +3,7 @@
 // asks: EventEnabledFor and ShouldPost.
 #include "agent_api/environment.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
@@ -42,9 +43,9 @@ TEST_F(EnvironmentTest, NewEnvironmentChecksVersionAndNumbersInCreationOrder) {
   vmtiEnv* b = NewEnv();
   ASSERT_EQ(tools_->NewEnvironment(&p, VMTI_VERSION_1 | 0x0003), VMTI_ERROR_NONE)
       << "any 1.x minor version";
-  EXPECT_EQ(Environment::FromVmti(a)->id, 0);
-  EXPECT_EQ(Environment::FromVmti(b)->id, 1);
-  EXPECT_EQ(Environment::FromVmti(static_cast<vmtiEnv*>(p))->id, 2);
+  EXPECT_EQ(Environment::FromVmti(a)->serial, 0u);
+  EXPECT_EQ(Environment::FromVmti(b)->serial, 1u);
+  EXPECT_EQ(Environment::FromVmti(static_cast<vmtiEnv*>(p))->serial, 2u);
   vmtiPhase phase;
   ASSERT_EQ(a->GetPhase(&phase), VMTI_ERROR_NONE);
   EXPECT_EQ(phase, VMTI_PHASE_ONLOAD);
@@ -168,6 +169,7 @@ TEST_F(EnvironmentTest, PerThreadEnableBits) {
   {
     gc::MutexLock lock(&e->mu);
     e->thread_events[t1] = EventBit(VMTI_EVENT_THREAD_END);
+    e->ThreadEventsChangedLocked();
   }
   EXPECT_TRUE(e->EventEnabledFor(VMTI_EVENT_THREAD_END, t1));
   EXPECT_FALSE(e->EventEnabledFor(VMTI_EVENT_THREAD_END, t2));
@@ -226,6 +228,36 @@ TEST_F(EnvironmentTest, DisposedEnvironmentsGetNothingAndAreRejected) {
   vmtiPhase phase;
   EXPECT_EQ(env->GetPhase(&phase), VMTI_ERROR_INVALID_ENVIRONMENT);
   EXPECT_EQ(env->DisposeEnvironment(), VMTI_ERROR_INVALID_ENVIRONMENT);
+}
+
+// DisposeEnvironment releases the environment: 100,000 create/dispose
+// cycles (a profiler started and stopped that often) never run out, use a
+// bounded number of pool slots, and a disposed environment stays rejected
+// until EnvironmentPool::kCooldown later ones were disposed.
+TEST_F(EnvironmentTest, EnvironmentsAreReclaimed) {
+  vmtiEnv* keep = NewEnv();
+  vmtiEnv* first = nullptr;
+  int max_slot = 0;
+  for (int i = 0; i < 100000; ++i) {
+    void* p = nullptr;
+    ASSERT_EQ(tools_->NewEnvironment(&p, VMTI_VERSION_1), VMTI_ERROR_NONE) << "cycle " << i;
+    auto* env = static_cast<vmtiEnv*>(p);
+    max_slot = std::max(max_slot, Environment::FromVmti(env)->id);
+    vmtiPhase phase;
+    ASSERT_EQ(env->GetPhase(&phase), VMTI_ERROR_NONE);
+    if (i == 0) first = env;
+    if (i > 0 && i <= EnvironmentPool::kCooldown) {
+      EXPECT_EQ(first->GetPhase(&phase), VMTI_ERROR_INVALID_ENVIRONMENT) << "cycle " << i;
+    }
+    ASSERT_EQ(env->DisposeEnvironment(), VMTI_ERROR_NONE);
+  }
+  EXPECT_LE(max_slot, EnvironmentPool::kCooldown + 2) << "slots are recycled";
+  EXPECT_EQ(Environment::FromVmti(keep)->serial, 0u);
+  EXPECT_EQ(tools_->NewEnvironment(reinterpret_cast<void**>(&first), VMTI_VERSION_1),
+            VMTI_ERROR_NONE);
+  EXPECT_EQ(Environment::FromVmti(first)->serial, 100001u) << "serials are never reused";
+  vmtiPhase phase;
+  EXPECT_EQ(keep->GetPhase(&phase), VMTI_ERROR_NONE) << "a live environment is never recycled";
 }
 
 TEST_F(EnvironmentTest, ForgedEnvironmentsAreRejectedUnread) {
