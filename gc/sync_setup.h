@@ -1,0 +1,33 @@
+// Process-wide set-up of Abseil's synchronization, which gc/sync.h's locks
+// (and every other absl::Mutex in the process) are built on. Executables
+// call InitSynchronization() first thing in main, before any thread starts.
+#ifndef MINIVM_GC_SYNC_SETUP_H_
+#define MINIVM_GC_SYNC_SETUP_H_
+
+namespace minivm::gc {
+
+// Whether absl::Mutex keeps checking lock order (deadlock-cycle detection)
+// in this build: yes in debug builds (no NDEBUG) and sanitizer builds, where
+// an inverted lock order is worth its cost; no in Release builds.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define MINIVM_GC_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define MINIVM_GC_SANITIZED 1
+#endif
+#endif
+#if !defined(NDEBUG) || defined(MINIVM_GC_SANITIZED)
+inline constexpr bool kMutexDeadlockDetection = true;
+#else
+inline constexpr bool kMutexDeadlockDetection = false;
+#endif
+
+// Sets the lock-order mode above and runs Abseil's one-time CPU-frequency
+// calibration now, on the calling thread, holding no lock (sync_setup.cc
+// says why both matter). Idempotent and thread-safe, but meant to run once,
+// before any other thread exists.
+void InitSynchronization();
+
+}  // namespace minivm::gc
+
+#endif  // MINIVM_GC_SYNC_SETUP_H_
