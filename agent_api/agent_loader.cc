@@ -107,9 +107,9 @@ absl::StatusOr<AgentLibrary> AgentLibrary::Open(const AgentSpec& spec, Entry ent
   // (every later attach) and whatever else takes that lock. Only a regular
   // file, reached through any symbolic links, is handed to dlopen; stat
   // never opens the file, so it cannot block or act on a device.
-  // The check is made on the path dlopen then opens: a file swapped for a
-  // FIFO in between can only be swapped by whoever may write the folders
-  // on that path (the VM's user or root, who can stop their own VM anyway).
+  // The check is made on the path dlopen then opens: whoever may write the
+  // folders on that path can swap the file in between, and could as well
+  // swap in another library, so a library there is unsafe to load anyway.
   // Rejected: dlopen of /proc/self/fd/N after an fstat of that descriptor.
   // The loader knows a library by that name, so a later load through the
   // same descriptor number would be handed the earlier library, and the

@@ -301,13 +301,15 @@ int main(int argc, char** argv) {
   if (fd < 0) {
     // Not listening yet: only a process marked as a minivm VM gets SIGQUIT.
     std::string why;
-    if (!IsAttachableVm(pid, &why)) {
+    bool marked = false;
+    if (!IsAttachableVm(pid, &why, &marked)) {
       if (ProcessEnded(pid)) {
         RemoveStaleFiles(vm_uid, pid);
         return Fail(absl::StrCat("no process ", pid), 1);
       }
-      // A socket there is a dead VM's whose pid was reused.
-      if (dir == DirectoryState::kSafe) RemoveStaleFiles(vm_uid, pid);
+      // Without the mark the pid is no VM's (a VM is marked before it
+      // listens): a file there is a dead VM's whose pid was reused.
+      if (dir == DirectoryState::kSafe && !marked) RemoveStaleFiles(vm_uid, pid);
       return Fail(absl::StrCat("process ", pid, " is not a minivm VM (", why,
                                "; it takes no attach requests)"),
                   1);
@@ -356,8 +358,8 @@ int main(int argc, char** argv) {
       if (loading) {
         return Fail(absl::StrCat("process ", pid, " is still loading '", argument, "' after ",
                                  kTimeout.count(),
-                                 " s: its Agent_OnAttach has not returned (if it returns 0 "
-                                 "the agent is loaded, and `agents` lists it)"),
+                                 " s: its Agent_OnAttach has not returned (if it returns 0, "
+                                 "the agent is loaded, and the agents command lists it)"),
                     1);
       }
       return Fail(absl::StrCat("process ", pid, " did not answer within ", kTimeout.count(), " s"),
