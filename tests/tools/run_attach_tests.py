@@ -777,22 +777,6 @@ def as_user(user, group=None):
     return ["setpriv", f"--reuid={user}", f"--regid={group or user}", "--clear-groups"]
 
 
-def marked(pid):
-    """Whether process pid has minivm's signal dispatcher thread yet."""
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return False
-    for t in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{t}/comm") as f:
-                if f.read() == "minivm-signals\n":
-                    return True
-        except OSError:
-            pass
-    return False
-
-
 # A listener another user could put where the VM's should be: it records how
 # many bytes each connection sent it, and answers with a forged reply that
 # would clear the screen and claim success.
@@ -854,7 +838,10 @@ def attach_refuses_a_spoofed_folder_or_listener():
     v = Vm([FOREVER], "spoofed", prefix=vm_user)
     try:
         v.read_stdout()
-        wait_for(lambda: marked(v.pid) or v.p.poll() is not None, "the VM started")
+        # Running its program (forever.mv prints first), with no attach yet:
+        # the folder must not exist before the test makes it.
+        wait_for(lambda: v.out or v.p.poll() is not None, "the VM started")
+        check(v.p.poll() is None, f"{v.cmd} ended:\n{v.stderr()}")
         sock = f"{folder}/{v.pid}.sock"
         cases = (
             ("a folder another user made", nobody, [nobody + ["mkdir", "-m", "0700", folder]],
@@ -988,10 +975,13 @@ def attach_blocked_agent_does_not_keep_the_vm_alive():
     """An Agent_OnAttach that never returns: the client says, after its 10 s,
     that the agent is still loading (not that the VM never answered); a
     request queued behind it is told the VM is ending when SIGTERM ends the
-    VM, which it does (143); the agent attached before it gets its
-    Agent_OnUnload, the one still in Agent_OnAttach does not."""
+    VM, which it does (143), with what an agent writes on stderr at VMDeath
+    (stderr is still the blocked load's pipe) on its stderr; the agent
+    attached before it gets its Agent_OnUnload, the one still in
+    Agent_OnAttach does not."""
     lib = test_agent("attachwait")
-    v = Vm([FOREVER], "blocked")
+    deathwait = test_agent("deathwait")
+    v = Vm([FOREVER], "blocked", opts=[f"-agentpath:{deathwait}"])
     late = None
     try:
         v.wait_running()
@@ -1009,6 +999,7 @@ def attach_blocked_agent_does_not_keep_the_vm_alive():
         v.p.send_signal(signal.SIGTERM)
         code = v.finish(timeout=120)
         check(code == 143, f"exit {code} after SIGTERM:\n{v.stderr()[-2000:]}")
+        check("deathwait: VMDeath\ndeathwait: done\n" in v.stderr(), v.stderr()[-2000:])
         out, err = late.communicate(timeout=60)
         one_line_error(subprocess.CompletedProcess(late.args, late.returncode, out, err), 1,
                        rf"process {v.pid} ended before it replied \(the VM is ending\)$",

@@ -520,6 +520,10 @@ bool HandleAttachSignal() {
   return true;
 }
 
+void PrepareAttachForExit() {
+  if (AttachAgentHost* host = g_host.load(std::memory_order_acquire)) host->BeforeExit();
+}
+
 void RemoveAttachSocket() {
   if (g_socket_bound.load(std::memory_order_acquire)) unlink(g_socket_path);
 }

@@ -67,6 +67,9 @@ class AttachAgentHost {
   // The sampling lines of `heap`: the interval and the environments that
   // sample.
   virtual std::string DescribeSampling() = 0;
+  // On the thread that ends the process, just before _exit: what an agent
+  // being loaded has in flight for the VM's stderr must get there now.
+  virtual void BeforeExit() {}
 };
 
 // Records the VM (and the agent side) requests act on. Call once the VM
@@ -78,6 +81,10 @@ void ConfigureAttach(VM* vm, AttachAgentHost* host);
 // request (a trigger file was there): the listener is started (once) and
 // the trigger removed. False: an ordinary SIGQUIT.
 bool HandleAttachSignal();
+
+// Called by the VM just before it _exits, before its last words on stderr
+// (AttachAgentHost::BeforeExit).
+void PrepareAttachForExit();
 
 // Removes the socket file if the listener made one: called just before the
 // process _exits (VM::ExitProcessLocked, a second signal), and at exit()
