@@ -410,7 +410,7 @@ void RemoveSocketAndDie(int sig) {
 // (SIGHUP of a closed terminal, SIGPIPE of a closed pipe, resource
 // limits). A handler someone else installed is left alone, and a later one
 // replaces this one. Faults (SIGSEGV and the like) are left alone too: the
-// JIT, the sanitizers and agents may use them. SIGKILL leaves the file;
+// sanitizers and agents may handle them. SIGKILL leaves the file;
 // the next client or VM removes it (RemoveStaleFiles).
 void RemoveSocketAtExit() {
   std::atexit(RemoveAttachSocket);
