@@ -834,6 +834,13 @@ def attach_refuses_a_spoofed_folder_or_listener():
         subprocess.run(cmd, check=True, timeout=60)
 
     nobody, vm_user = as_user("nobody", "nogroup"), as_user(uid)
+    # The other users run the VM and a Python: files of root's home (a
+    # pyenv Python) may be out of their reach.
+    python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+    for user in (nobody, vm_user):
+        if subprocess.run([*user, "test", "-x", C.minivm, "-a", "-r", FOREVER, "-a", "-x",
+                           python], timeout=60).returncode != 0:
+            raise Skip(f"{C.minivm}, {FOREVER} or {python} out of reach of {user[1]}")
     clear()
     v = Vm([FOREVER], "spoofed", prefix=vm_user)
     try:
@@ -860,7 +867,7 @@ def attach_refuses_a_spoofed_folder_or_listener():
             clear()
             for cmd in setup:
                 run(cmd)
-            fake = subprocess.Popen([*listener_user, sys.executable, "-c", FAKE_LISTENER, sock],
+            fake = subprocess.Popen([*listener_user, python, "-c", FAKE_LISTENER, sock],
                                     stdout=subprocess.PIPE, text=True)
             try:
                 check(fake.stdout.readline() == "ready\n", f"{what}: the fake listener")
