@@ -13,7 +13,8 @@
 //   request: "MVA1" u32 length, then `length` bytes (at most kMaxRequestBytes):
 //            COMMAND, or COMMAND '\0' ARGUMENT; no other NUL byte.
 //   reply:   "MVA1" u32 status (0 = done, 1 = refused or failed)
-//            u32 length, then `length` bytes of text (at most kMaxReplyBytes).
+//            u32 length, then `length` bytes of text (at most kMaxReplyBytes);
+//            for `load`, a kStatusLoading frame of length 0 comes first.
 #ifndef MINIVM_VM_RUNTIME_ATTACH_PROTOCOL_H_
 #define MINIVM_VM_RUNTIME_ATTACH_PROTOCOL_H_
 
@@ -32,10 +33,11 @@ inline constexpr size_t kMaxRequestBytes = 16 * 1024;
 inline constexpr size_t kMaxReplyBytes = 16 * 1024 * 1024;
 inline constexpr uint32_t kStatusOk = 0;
 inline constexpr uint32_t kStatusError = 1;
-// A frame of no text the VM sends before it starts loading the agent of a
-// `load` request (dlopen, then Agent_OnAttach), then the reply proper: a
-// client that runs out of time after it knows the agent is still starting,
-// not that the VM never took the request.
+// A frame of no text the VM sends when it starts loading the agent of a
+// `load` request (dlopen, then Agent_OnAttach); the reply proper follows
+// when Agent_OnAttach returns. A client that runs out of time after this
+// frame knows that the agent is still starting, not that the VM never took
+// the request.
 inline constexpr uint32_t kStatusLoading = 2;
 
 // The name of the VM's signal dispatcher thread (/proc/PID/task/TID/comm,
@@ -86,9 +88,9 @@ bool ProcessEnded(pid_t pid);
 // kMarkerThreadName (the signal dispatcher, which sigwaits for SIGQUIT and
 // so shows it unblocked while it waits), and SIGQUIT blocked in every other
 // thread, so that no thread would take the signal's default action (the
-// process ends). False with
-// the reason in *why (a phrase: "it has no thread named ..."). *marked, if
-// given, says whether the marker thread was found.
+// process ends). False with the reason in *why (a phrase: "it has no
+// thread named ..."). *marked, if given, says whether the marker thread
+// was found.
 bool IsAttachableVm(pid_t pid, std::string* why, bool* marked = nullptr);
 
 // Text from the VM or an agent made safe for a terminal: every control
