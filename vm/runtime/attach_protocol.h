@@ -14,7 +14,7 @@
 //            COMMAND, or COMMAND '\0' ARGUMENT; no other NUL byte.
 //   reply:   "MVA1" u32 status (0 = done, 1 = refused or failed)
 //            u32 length, then `length` bytes of text (at most kMaxReplyBytes);
-//            for `load`, a kStatusLoading frame of length 0 comes first.
+//            for `load`, a kStatusLoading frame of length 0 may come first.
 #ifndef MINIVM_VM_RUNTIME_ATTACH_PROTOCOL_H_
 #define MINIVM_VM_RUNTIME_ATTACH_PROTOCOL_H_
 
