@@ -979,13 +979,14 @@ def queued_connections(path):
 
 @test
 def attach_blocked_agent_does_not_keep_the_vm_alive():
-    """An Agent_OnAttach that never returns: the client says, after its 10 s,
-    that the agent is still loading (not that the VM never answered); a
-    request queued behind it is told the VM is ending when SIGTERM ends the
-    VM, which it does (143), with what an agent writes on stderr at VMDeath
-    (stderr is still the blocked load's pipe) on its stderr; the agent
-    attached before it gets its Agent_OnUnload, the one still in
-    Agent_OnAttach does not."""
+    """An Agent_OnAttach that outlasts the client's 10 s: the client says the
+    agent is still loading (not that the VM never answered), and once it
+    returns `agents` lists it. One that never returns: a request queued
+    behind it is told the VM is ending when SIGTERM ends the VM, which it
+    does (143), with what an agent writes on stderr at VMDeath (stderr is
+    still the blocked load's pipe) on its stderr; the agents whose
+    Agent_OnAttach returned get their Agent_OnUnload, the one still in it
+    does not."""
     lib = test_agent("attachwait")
     deathwait = test_agent("deathwait")
     v = Vm([FOREVER], "blocked", opts=[f"-agentpath:{deathwait}"])
@@ -993,12 +994,19 @@ def attach_blocked_agent_does_not_keep_the_vm_alive():
     try:
         v.wait_running()
         unloads = rt.fresh("blocked_unloads.txt")
-        never = rt.fresh("blocked_never")  # never made: the second load waits for ever
+        later = rt.fresh("blocked_later")  # made once the client has given up
+        never = rt.fresh("blocked_never")  # never made: the last load waits for ever
+        still = (rf"process {v.pid} is still loading '.*' after 10 s: its Agent_OnAttach has not "
+                 r"returned \(if it returns 0, the agent is loaded")
         ok(v.pid, "load", f"{lib}=unload={unloads}")
-        one_line_error(attach(v.pid, "load", f"{lib}=wait={never}"), 1,
-                       rf"process {v.pid} is still loading '.*' after 10 s: its Agent_OnAttach "
-                       r"has not returned", "a load longer than the client waits")
+        one_line_error(attach(v.pid, "load", f"{lib}=wait={later}"), 1, still,
+                       "a load longer than the client waits")
         check("attachwait: waiting" in v.stderr(), v.stderr())
+        open(later, "w").close()
+        wait_for(lambda: attach(v.pid, "agents").stdout.count("(attached)") == 2,
+                 "the slow agent listed once its Agent_OnAttach returned")
+        one_line_error(attach(v.pid, "load", f"{lib}=wait={never}"), 1, still,
+                       "a load that never returns")
         late = subprocess.Popen([C.attach, str(v.pid), "threads"], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, cwd=C.work)
         wait_for(lambda: queued_connections(socket_path(v.pid)) >= 1 or late.poll() is not None,
@@ -1013,7 +1021,7 @@ def attach_blocked_agent_does_not_keep_the_vm_alive():
                        "the queued request")
         with open(unloads) as f:
             got = f.read()
-        check(got == "Agent_OnUnload\n", f"Agent_OnUnload calls: {got!r}")
+        check(got == "Agent_OnUnload\n" * 2, f"Agent_OnUnload calls: {got!r}")
     finally:
         if late is not None and late.poll() is None:
             late.kill()
