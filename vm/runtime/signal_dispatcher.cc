@@ -76,8 +76,8 @@ void StartSignalDispatcher() {
   bool started = true;
   try {
     std::thread dispatcher(DispatcherLoop, handled);
-    // The mark minivm-attach looks for before it sends SIGQUIT (design
-    // point 6).
+    // The mark minivm-attach looks for before it sends SIGQUIT: a process
+    // without it may die of the signal.
     pthread_setname_np(dispatcher.native_handle(), attach::kMarkerThreadName);
     dispatcher.detach();
   } catch (const std::system_error&) {
