@@ -1,10 +1,13 @@
 #include "agent_api/agent_loader.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -98,6 +101,34 @@ absl::StatusOr<AgentLibrary> AgentLibrary::Open(const AgentSpec& spec, Entry ent
   // path; the user means a file relative to the current directory.
   std::string path = spec.path;
   if (path.find('/') == std::string::npos) path = "./" + path;
+  // dlopen opens the file for blocking reads and holds the dynamic loader's
+  // lock while it does: a FIFO with no writer, or a device that never
+  // answers, would stop it there for ever, and with it every later dlopen
+  // (every later attach) and whatever else takes that lock. Only a regular
+  // file, reached through any symbolic links, is handed to dlopen; stat
+  // never opens the file, so it cannot block or act on a device.
+  // The check is made on the path dlopen then opens: whoever may write the
+  // folders on that path can swap the file in between, and could as well
+  // swap in another library, so a library there is unsafe to load anyway.
+  // Rejected: dlopen of /proc/self/fd/N after an fstat of that descriptor.
+  // The loader knows a library by that name, so a later load through the
+  // same descriptor number would be handed the earlier library, and the
+  // agent's own dladdr would name /proc/self/fd/N.
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot load agent '", spec.path, "': ", std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    const char* what = S_ISFIFO(st.st_mode)   ? "a FIFO"
+                       : S_ISDIR(st.st_mode)  ? "a folder"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a file";
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot load agent '", spec.path, "': not a regular file (", what, ")"));
+  }
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = dlerror();

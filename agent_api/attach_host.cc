@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -34,6 +36,15 @@ void WriteAll(int fd, const char* data, size_t size) {
 // messages still reach the VM's terminal or log, and the client gets them
 // too. Other threads' writes to stderr in that window take the same way
 // (nothing is lost unless the process ends in the middle of it).
+// The VM's real stderr while TeeStderr has a pipe on descriptor 2 (else
+// -1), and whether its reader has copied everything (the pipe's write ends
+// are all closed), for AttachHost::BeforeExit. The VM may end while an
+// Agent_OnAttach runs (it holds no lock VM death needs), and its last
+// words on stderr must not be left in the pipe. Both guarded by g_tee_mu.
+std::mutex g_tee_mu;
+int g_tee_saved = -1;
+std::atomic<bool>* g_tee_drained = nullptr;
+
 template <typename F>
 std::string TeeStderr(F&& fn) {
   int fds[2];
@@ -44,10 +55,16 @@ std::string TeeStderr(F&& fn) {
     fn();
     return "";
   }
-  dup2(fds[1], 2);
-  close(fds[1]);
   std::string captured;
   std::atomic<bool> done{false};
+  std::atomic<bool> drained{false};
+  {
+    std::lock_guard<std::mutex> lock(g_tee_mu);
+    dup2(fds[1], 2);
+    g_tee_saved = saved;
+    g_tee_drained = &drained;
+  }
+  close(fds[1]);
   std::thread reader([&] {
     char buf[4096];
     for (;;) {
@@ -69,10 +86,19 @@ std::string TeeStderr(F&& fn) {
       WriteAll(saved, buf, static_cast<size_t>(n));
       if (captured.size() < (64 << 10)) captured.append(buf, static_cast<size_t>(n));
     }
+    drained.store(true);
   });
   fn();
-  std::fflush(stderr);
-  dup2(saved, 2);  // closes the pipe's last write end we hold: the reader sees EOF
+  {
+    std::lock_guard<std::mutex> lock(g_tee_mu);
+    // BeforeExit may have put stderr back already.
+    if (g_tee_saved >= 0) {
+      std::fflush(stderr);
+      dup2(saved, 2);  // closes the pipe's last write end we hold: the reader sees EOF
+    }
+    g_tee_saved = -1;
+    g_tee_drained = nullptr;
+  }
   done.store(true);
   reader.join();
   close(saved);
@@ -125,6 +151,20 @@ bool AttachHost::LoadAgent(std::string_view spec_text, std::string* reply) {
   if (!reply->empty() && reply->back() != '\n') *reply += '\n';
   absl::StrAppend(reply, "agent '", parsed->path, "': Agent_OnAttach returned 0\n");
   return true;
+}
+
+void AttachHost::BeforeExit() {
+  // Held to the end: the loading thread must not close `saved` meanwhile.
+  std::lock_guard<std::mutex> lock(g_tee_mu);
+  if (g_tee_saved < 0) return;
+  std::fflush(stderr);
+  dup2(g_tee_saved, 2);
+  g_tee_saved = -1;
+  // The reader sees the end of the pipe once no write end is left (an
+  // agent's child process may keep one: hence the limit).
+  for (int i = 0; i < 100 && !g_tee_drained->load(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 std::string AttachHost::DescribeAgents() {

@@ -25,6 +25,10 @@ class AttachHost final : public AttachAgentHost {
   bool LoadAgent(std::string_view spec, std::string* reply) override;
   std::string DescribeAgents() override;
   std::string DescribeSampling() override;
+  // Puts the VM's real stderr back on descriptor 2 if an Agent_OnAttach is
+  // still running with it on a pipe, and waits (at most 1 s) until what
+  // was written to the pipe has been copied there.
+  void BeforeExit() override;
 
  private:
   VM* const vm_;

@@ -11,6 +11,7 @@
 #include "agent_api/thread_states.h"
 #include "gc/check.h"
 #include "gc/heap.h"
+#include "vm/runtime/attach_protocol.h"
 #include "vm/runtime/thread.h"
 #include "vm/runtime/vm.h"
 
@@ -166,17 +167,24 @@ absl::StatusOr<vmtiInt> ToolInterface::AttachAgent(const AgentSpec& spec) {
   if (phase() != VMTI_PHASE_LIVE || dying_.load(std::memory_order_acquire)) {
     return absl::FailedPreconditionError("the VM is ending");
   }
-  // Held across Agent_OnAttach: VM death (UnloadAgents) waits for it rather
-  // than unloading a half-started agent.
-  gc::MutexLock lock(&libraries_mu_);
+  // Neither dlopen (the library's constructors) nor Agent_OnAttach runs with
+  // libraries_mu_ held: VM death takes it (UnloadAgents), and an agent that
+  // never returns must not keep the VM from ending. The library joins
+  // libraries_ only once Agent_OnAttach has returned, so VM death skips an
+  // agent still starting: no Agent_OnUnload for it, its library stays
+  // mapped (nothing is ever dlclosed). Requests come one at a time from the
+  // attach listener's thread, so no other load runs in between.
   absl::StatusOr<AgentLibrary> lib = AgentLibrary::Open(spec, AgentLibrary::Entry::kOnAttach);
   if (!lib.ok()) return lib.status();
-  libraries_.push_back(*std::move(lib));
   const uint64_t first_env = EnvironmentSerials();
-  const vmtiInt rc = libraries_.back().Attach(reinterpret_cast<vmtiVM*>(&vm_handle_));
+  const vmtiInt rc = lib->Attach(reinterpret_cast<vmtiVM*>(&vm_handle_));
+  const uint64_t end_env = EnvironmentSerials();
+  gc::MutexLock lock(&libraries_mu_);
   // A failed attach is not a loaded agent (its library stays mapped: its
-  // code may have started threads before failing).
-  if (rc == 0) loaded_.push_back({libraries_.size() - 1, first_env, EnvironmentSerials()});
+  // code may have started threads before failing), but is kept with the
+  // others so that its Agent_OnUnload runs at VM death.
+  libraries_.push_back(*std::move(lib));
+  if (rc == 0) loaded_.push_back({libraries_.size() - 1, first_env, end_env});
   return rc;
 }
 
@@ -186,8 +194,12 @@ std::string ToolInterface::DescribeAgents() {
   std::string out;
   for (const LoadedAgent& a : loaded_) {
     const AgentLibrary& lib = libraries_[a.library];
-    absl::StrAppend(&out, lib.spec().path, lib.attached() ? " (attached)" : " (command line)");
-    if (lib.spec().has_options) absl::StrAppend(&out, " options '", lib.spec().options, "'");
+    // Paths and options are escaped: a newline in one would forge a line.
+    absl::StrAppend(&out, attach::EscapeField(lib.spec().path),
+                    lib.attached() ? " (attached)" : " (command line)");
+    if (lib.spec().has_options) {
+      absl::StrAppend(&out, " options '", attach::EscapeField(lib.spec().options), "'");
+    }
     absl::StrAppend(&out, " environments");
     if (a.first_env == a.end_env) absl::StrAppend(&out, " none");
     // A stopped agent (heapprof's `stop`) has disposed of its environment:
@@ -215,7 +227,7 @@ std::string ToolInterface::DescribeSampling() {
     gc::MutexLock lock(&libraries_mu_);
     for (const LoadedAgent& a : loaded_) {
       for (size_t i = a.first_env; i < a.end_env && i < owner.size(); ++i) {
-        owner[i] = libraries_[a.library].spec().path;
+        owner[i] = attach::EscapeField(libraries_[a.library].spec().path);
       }
     }
   }
@@ -252,6 +264,8 @@ void ToolInterface::AttachVm(VM* vm) {
 }
 
 void ToolInterface::UnloadAgents() {
+  // An agent whose Agent_OnAttach is still running is not in libraries_
+  // (AttachAgent): it gets no Agent_OnUnload.
   gc::MutexLock lock(&libraries_mu_);
   for (AgentLibrary& lib : libraries_) lib.Unload(reinterpret_cast<vmtiVM*>(&vm_handle_));
 }

@@ -78,7 +78,10 @@
 //    ToolInterface is made then and AttachLive registers it in phase LIVE
 //    (no VMInit is posted); threads already running get ThreadEnd but no
 //    ThreadStart. Agent_OnAttach runs on the attach listener's thread, a
-//    native thread (GetCurrentThread gives INVALID_THREAD there).
+//    native thread (GetCurrentThread gives INVALID_THREAD there), with no
+//    lock of this object held: an agent that never returns cannot keep the
+//    VM from ending. At VM death such an agent is not unloaded (no
+//    Agent_OnUnload; its library stays mapped).
 #ifndef MINIVM_AGENT_API_TOOL_INTERFACE_H_
 #define MINIVM_AGENT_API_TOOL_INTERFACE_H_
 

@@ -68,10 +68,10 @@ class Vm:
     """A minivm process; stdout on a pipe the test reads only when told (so
     attach_phases.mv blocks in print), stderr in a file."""
 
-    def __init__(self, args, name, env=None, opts=()):
+    def __init__(self, args, name, env=None, opts=(), prefix=()):
         self.err = rt.fresh(f"{name}.err")
         with open(self.err, "w") as e:
-            self.p = subprocess.Popen([C.minivm, *opts, *args], stdin=subprocess.DEVNULL,
+            self.p = subprocess.Popen([*prefix, C.minivm, *opts, *args], stdin=subprocess.DEVNULL,
                                       stdout=subprocess.PIPE, stderr=e, cwd=C.work,
                                       preexec_fn=default_signals, env=env, text=True)
         self.pid = self.p.pid
@@ -436,8 +436,8 @@ def attach_bad_usage_exits_2():
 @test
 def attach_dead_pid_and_non_minivm():
     """A PID with no process; a process that is not minivm (it must survive:
-    no SIGQUIT is sent to it); one that blocks SIGQUIT but never answers
-    (10 s limit)."""
+    no SIGQUIT is sent to it); one that carries minivm's mark but never
+    answers (10 s limit)."""
     p = subprocess.Popen(["true"])
     p.wait()
     one_line_error(attach(p.pid, "threads"), 1, rf"no process {p.pid}$", "dead PID")
@@ -448,8 +448,11 @@ def attach_dead_pid_and_non_minivm():
     finally:
         s.kill()
         s.wait()
-    # A process that blocks SIGQUIT (looks like minivm) but has no listener.
-    code = ("import signal,sys,time\nsignal.pthread_sigmask(signal.SIG_BLOCK,[signal.SIGQUIT])\n"
+    # A process that carries minivm's mark (a thread named minivm-signals,
+    # SIGQUIT blocked) but has no listener.
+    code = ("import ctypes,signal,sys,time\n"
+            "ctypes.CDLL(None).prctl(15, b'minivm-signals', 0, 0, 0)\n"
+            "signal.pthread_sigmask(signal.SIG_BLOCK,[signal.SIGQUIT])\n"
             "print('ready',flush=True)\ntime.sleep(600)\n")
     q = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
@@ -752,6 +755,396 @@ def attach_heap_class_histogram():
         check(v.finish() == 143, "SIGTERM")
     finally:
         v.kill()
+
+# ---- the threat model (docs/attach.md): who may answer, what is signalled --
+
+def test_agent(name):
+    lib = os.path.join(C.test_agents or "", f"lib{name}.so")
+    if not C.test_agents or not os.path.exists(lib):
+        raise Skip(f"no {lib} (--test-agents)")
+    return lib
+
+
+def wait_for(cond, what, timeout=120):
+    """Waits for a state the test can see; the limit only catches hangs."""
+    deadline = time.time() + timeout
+    while not cond():
+        check(time.time() < deadline, f"never happened: {what}")
+        time.sleep(0.02)
+
+
+def as_user(user, group=None):
+    return ["setpriv", f"--reuid={user}", f"--regid={group or user}", "--clear-groups"]
+
+
+# A listener another user could put where the VM's should be: it records how
+# many bytes each connection sent it, and answers with a forged reply that
+# would clear the screen and claim success.
+FAKE_LISTENER = r"""
+import os, socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1])
+os.chmod(sys.argv[1], 0o777)
+s.listen(4)
+print("ready", flush=True)
+while True:
+    c, _ = s.accept()
+    c.settimeout(30)
+    got = b""
+    try:
+        while len(got) < 8 or len(got) < 8 + struct.unpack("<I", got[4:8])[0]:
+            chunk = c.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+    except OSError:
+        pass
+    print(f"connection {len(got)} bytes", flush=True)
+    text = b"\x1b[2J\x1b[Hforged: all is well\n"
+    try:
+        c.sendall(b"MVA1" + struct.pack("<II", 0, len(text)) + text)
+    except OSError:
+        pass
+    c.close()
+"""
+
+
+@test
+def attach_refuses_a_spoofed_folder_or_listener():
+    """Another user makes the VM's attach folder first (or a symlink to one
+    of theirs) and listens in it; the VM's own user leaves it 0755; another
+    process of the VM's user, or root, listens on the VM's socket path: the
+    client refuses each with one line and exit 1, sends the listener
+    nothing and does not signal the VM. Then, with the folder cleared, the
+    same client attaches. The VM runs as its own uid so that its folder is
+    the test's alone."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        raise Skip("needs root and setpriv (the CI runs as root)")
+    uid = 40000 + os.getpid() % 20000
+    folder = f"/tmp/minivm-attach-{uid}"
+    elsewhere = f"{folder}.elsewhere"
+
+    def clear():
+        if os.path.islink(folder):
+            os.unlink(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(elsewhere, ignore_errors=True)
+
+    def run(cmd):
+        subprocess.run(cmd, check=True, timeout=60)
+
+    nobody, vm_user = as_user("nobody", "nogroup"), as_user(uid)
+    # The other users run the VM and a Python: files of root's home (a
+    # pyenv Python) may be out of their reach.
+    python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+    for user in (nobody, vm_user):
+        if subprocess.run([*user, "test", "-x", C.minivm, "-a", "-r", FOREVER, "-a", "-x",
+                           python], timeout=60).returncode != 0:
+            raise Skip(f"{C.minivm}, {FOREVER} or {python} out of reach of {user[1]}")
+    clear()
+    v = Vm([FOREVER], "spoofed", prefix=vm_user)
+    try:
+        v.read_stdout()
+        # Running its program (forever.mv prints first), with no attach yet:
+        # the folder must not exist before the test makes it.
+        wait_for(lambda: v.out or v.p.poll() is not None, "the VM started")
+        check(v.p.poll() is None, f"{v.cmd} ended:\n{v.stderr()}")
+        sock = f"{folder}/{v.pid}.sock"
+        cases = (
+            ("a folder another user made", nobody, [nobody + ["mkdir", "-m", "0700", folder]],
+             rf"refusing {folder}: owned by user 65534, not by user {uid}"),
+            ("a symlink another user made", nobody,
+             [nobody + ["mkdir", "-m", "0700", elsewhere], nobody + ["ln", "-s", elsewhere, folder]],
+             rf"refusing {folder}: not a folder \(a symbolic link\)"),
+            ("the VM's user's folder with mode 0755", vm_user,
+             [vm_user + ["mkdir", "-m", "0755", folder]], rf"refusing {folder}: mode 0755, not 0700"),
+            ("another process of the VM's user", vm_user, [vm_user + ["mkdir", "-m", "0700", folder]],
+             rf"refusing the listener on {sock}: it is process \d+, not {v.pid}$"),
+            ("a socket root made", [], [vm_user + ["mkdir", "-m", "0700", folder]],
+             rf"refusing {sock}: not a socket of user {uid}$"),
+        )
+        for what, listener_user, setup, pattern in cases:
+            clear()
+            for cmd in setup:
+                run(cmd)
+            fake = subprocess.Popen([*listener_user, python, "-c", FAKE_LISTENER, sock],
+                                    stdout=subprocess.PIPE, text=True)
+            try:
+                check(fake.stdout.readline() == "ready\n", f"{what}: the fake listener")
+                r = attach(v.pid, "threads")
+                one_line_error(r, 1, pattern, what)
+            finally:
+                fake.kill()
+                received = fake.communicate(timeout=60)[0]
+            sent = [int(n) for n in re.findall(r"^connection (\d+) bytes$", received, re.M)]
+            check(all(n == 0 for n in sent), f"{what}: the fake listener received {sent} bytes")
+            check(v.p.poll() is None, f"{what}: the VM ended (signalled?)")
+        clear()
+        check('"main" #0' in ok(v.pid, "threads"), "attach once the folder is the VM's")
+        st = os.lstat(folder)
+        check(st.st_uid == uid and stat.S_IMODE(st.st_mode) == 0o700, f"{folder}: {st}")
+        v.terminate()
+    finally:
+        v.kill()
+        clear()
+
+
+@test
+def attach_escapes_control_characters():
+    """An agent's stderr with an escape sequence, a carriage return and a
+    bell, and an agent thread whose name holds newlines, quotes and an
+    escape sequence: `load`, `threads` and `agents` print them escaped, so
+    the name forges no line of the thread dump and nothing reaches the
+    terminal raw."""
+    lib = test_agent("attachwait")
+    v = Vm([FOREVER], "escapes")
+    try:
+        v.wait_running()
+        name = 'evil\n"forged" #9\n  at forged (x.mv:1)\x1b[2J'
+        out = ok(v.pid, "load", f"{lib}=noisy=1,thread={name}")
+        check(re.fullmatch(r"[\n\x20-\x7e]*", out), f"control characters in {out!r}")
+        check("attachwait: \\x1b[31mred\\x1b[0m\\x0dover\\x07\n" in out, repr(out))
+        threads = ok(v.pid, "threads")
+        check(re.fullmatch(r"[\n\x20-\x7e]*", threads), f"control characters in {threads!r}")
+        check('\n"evil\\n\\"forged\\" #9\\n  at forged (x.mv:1)\\x1b[2J" agent thread\n' in threads
+              and not re.search(r'^("forged"|  at forged)', threads, re.M), threads)
+        agents = ok(v.pid, "agents")
+        check(agents.count("\n") == 1 and re.fullmatch(r"[\n\x20-\x7e]*", agents) and
+              'thread=evil\\n\\"forged\\" #9\\n' in agents, repr(agents))
+        v.terminate()
+    finally:
+        v.kill()
+
+
+@test
+def attach_signals_only_marked_processes():
+    """A process whose main thread blocks SIGQUIT while another thread does
+    not, with or without minivm's mark (a thread named minivm-signals): the
+    signal would kill it, so the client refuses, exit 1, and it lives on."""
+    for with_mark, pattern in ((False, r"has no thread named 'minivm-signals'"),
+                               (True, r"its thread \d+ does not block SIGQUIT")):
+        code = ("import ctypes,signal,threading,time\n"
+                "threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n" +
+                ("ctypes.CDLL(None).prctl(15, b'minivm-signals', 0, 0, 0)\n" if with_mark else "") +
+                "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGQUIT])\n"
+                "print('ready', flush=True)\ntime.sleep(600)\n")
+        q = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                             preexec_fn=default_signals)
+        try:
+            check(q.stdout.readline() == "ready\n", "python child")
+            one_line_error(attach(q.pid, "threads"), 1,
+                           rf"process {q.pid} is not a minivm VM \(.*{pattern}", f"mark {with_mark}")
+            check(q.poll() is None, f"mark {with_mark}: the process was signalled: {q.returncode}")
+            check(not os.path.exists(f"/tmp/minivm-attach-{os.geteuid()}/{q.pid}.trigger"),
+                  "a trigger file was made")
+        finally:
+            q.kill()
+            q.wait()
+
+
+# ---- loads that block, and the VM's end ------------------------------------
+
+@test
+def attach_load_refuses_what_is_not_a_regular_file():
+    """`load` of a FIFO (whose open would block dlopen, holding the loader
+    lock, for ever), a device and a folder: one line naming what it is,
+    exit 1; the VM answers the next request and ends on SIGTERM."""
+    v = Vm([FOREVER], "not_a_file")
+    try:
+        v.wait_running()
+        fifo = rt.fresh("agent.fifo")
+        os.mkfifo(fifo)
+        for path, what in ((fifo, "a FIFO"), ("/dev/zero", "a character device"),
+                           (C.work, "a folder")):
+            one_line_error(attach(v.pid, "load", path), 1,
+                           rf"cannot load agent '{re.escape(path)}': not a regular file \({what}\)$",
+                           path)
+        check("at allocate_forever" in ok(v.pid, "threads"), "threads after the refused loads")
+        v.terminate()
+    finally:
+        v.kill()
+
+
+def queued_connections(path):
+    """Connections to the listening socket at path not yet accepted:
+    /proc/net/unix lists the VM's end of each with the socket's path and
+    state 02 (connecting) until it is accepted."""
+    n = 0
+    with open("/proc/net/unix") as f:
+        for line in f.readlines()[1:]:
+            parts = line.split()
+            n += len(parts) >= 8 and parts[7] == path and parts[5] == "02"
+    return n
+
+
+@test
+def attach_blocked_agent_does_not_keep_the_vm_alive():
+    """An Agent_OnAttach that outlasts the client's 10 s: the client says the
+    agent is still loading (not that the VM never answered), and once it
+    returns `agents` lists it. One that never returns: a request queued
+    behind it is told the VM is ending when SIGTERM ends the VM, which it
+    does (143), with what an agent writes on stderr at VMDeath (stderr is
+    still the blocked load's pipe) on its stderr; the agents whose
+    Agent_OnAttach returned get their Agent_OnUnload, the one still in it
+    does not."""
+    lib = test_agent("attachwait")
+    deathwait = test_agent("deathwait")
+    v = Vm([FOREVER], "blocked", opts=[f"-agentpath:{deathwait}"])
+    late = None
+    try:
+        v.wait_running()
+        unloads = rt.fresh("blocked_unloads.txt")
+        later = rt.fresh("blocked_later")  # made once the client has given up
+        never = rt.fresh("blocked_never")  # never made: the last load waits for ever
+        still = (rf"process {v.pid} is still loading '.*' after 10 s: its Agent_OnAttach has not "
+                 r"returned \(if it returns 0, the agent is loaded")
+        ok(v.pid, "load", f"{lib}=unload={unloads}")
+        one_line_error(attach(v.pid, "load", f"{lib}=wait={later}"), 1, still,
+                       "a load longer than the client waits")
+        check("attachwait: waiting" in v.stderr(), v.stderr())
+        open(later, "w").close()
+        wait_for(lambda: attach(v.pid, "agents").stdout.count("(attached)") == 2,
+                 "the slow agent listed once its Agent_OnAttach returned")
+        one_line_error(attach(v.pid, "load", f"{lib}=wait={never}"), 1, still,
+                       "a load that never returns")
+        late = subprocess.Popen([C.attach, str(v.pid), "threads"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, cwd=C.work)
+        wait_for(lambda: queued_connections(socket_path(v.pid)) >= 1 or late.poll() is not None,
+                 "the second request queued")
+        v.p.send_signal(signal.SIGTERM)
+        code = v.finish(timeout=120)
+        check(code == 143, f"exit {code} after SIGTERM:\n{v.stderr()[-2000:]}")
+        check("deathwait: VMDeath\ndeathwait: done\n" in v.stderr(), v.stderr()[-2000:])
+        out, err = late.communicate(timeout=60)
+        one_line_error(subprocess.CompletedProcess(late.args, late.returncode, out, err), 1,
+                       rf"process {v.pid} ended before it replied \(the VM is ending\)$",
+                       "the queued request")
+        with open(unloads) as f:
+            got = f.read()
+        check(got == "Agent_OnUnload\n" * 2, f"Agent_OnUnload calls: {got!r}")
+    finally:
+        if late is not None and late.poll() is None:
+            late.kill()
+            late.wait()
+        v.kill()
+
+
+# ---- stale socket files ----------------------------------------------------
+
+@test
+def attach_socket_removed_on_every_exit():
+    """The socket file goes when the VM ends through an agent's exit()
+    (atexit), SIGHUP, SIGPIPE (stdout's reader gone) or a second SIGTERM
+    in the middle of VMDeath (the immediate _exit)."""
+    lib = test_agent("attachwait")
+    deathwait = test_agent("deathwait")
+    # exit() in Agent_OnAttach: the client is told the VM is ending. (exit()
+    # runs LeakSanitizer in a sanitizer build, which would report what the
+    # running VM holds, as _exit never does.)
+    asan = ":".join(o for o in (os.environ.get("ASAN_OPTIONS"), "detect_leaks=0") if o)
+    v = Vm([FOREVER], "exit_in_agent", env=dict(os.environ, ASAN_OPTIONS=asan))
+    try:
+        v.wait_running()
+        path = socket_path(v.pid)
+        check(os.path.exists(path), "no socket")
+        one_line_error(attach(v.pid, "load", f"{lib}=exit=7"), 1, r"\(the VM is ending\)$",
+                       "exit() in Agent_OnAttach")
+        check(v.finish() == 7, f"exit {v.p.returncode}")
+        check(not os.path.exists(path), "exit(): the socket file outlived the VM")
+    finally:
+        v.kill()
+    # SIGHUP: no handler of the VM's, the default action.
+    v = Vm([FOREVER], "sighup")
+    try:
+        v.wait_running()
+        path = socket_path(v.pid)
+        v.p.send_signal(signal.SIGHUP)
+        check(v.finish() == -signal.SIGHUP, f"exit {v.p.returncode}")
+        check(not os.path.exists(path), "SIGHUP: the socket file outlived the VM")
+    finally:
+        v.kill()
+    # SIGPIPE: main is blocked printing to a full pipe; its reader goes.
+    v = Vm([PHASES, "20000", "0"], "sigpipe")
+    try:
+        v.wait_threads(phases_stack())
+        path = socket_path(v.pid)
+        v.p.stdout.close()
+        check(v.p.wait(timeout=120) == -signal.SIGPIPE, f"exit {v.p.returncode}")
+        check(not os.path.exists(path), "SIGPIPE: the socket file outlived the VM")
+    finally:
+        v.kill()
+    # A second SIGTERM while VMDeath waits.
+    never = rt.fresh("second_signal_never")
+    v = Vm([FOREVER], "second_sigterm", opts=[f"-agentpath:{deathwait}=wait={never}"])
+    try:
+        v.wait_running()
+        path = socket_path(v.pid)
+        v.p.send_signal(signal.SIGTERM)
+        wait_for(lambda: "deathwait: VMDeath" in v.stderr(), "VMDeath")
+        v.p.send_signal(signal.SIGTERM)
+        check(v.finish() == 143, f"exit {v.p.returncode}")
+        check(not os.path.exists(path), "second SIGTERM: the socket file outlived the VM")
+    finally:
+        v.kill()
+
+
+def stale_socket(pid):
+    """A socket file for pid with nobody listening, as a VM killed outright
+    leaves it."""
+    path = socket_path(pid)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if os.path.exists(path):
+        os.unlink(path)
+    s.bind(path)
+    s.close()
+    return path
+
+
+@test
+def attach_stale_sockets_are_removed():
+    """Files left by VMs killed with SIGKILL (or named for a pid that now
+    runs another program): the next client for that pid removes them, and
+    so does the next VM that starts listening."""
+    a = Vm([FOREVER], "stale_a")
+    try:
+        a.wait_running()
+        path = socket_path(a.pid)
+        a.kill()
+        check(os.path.exists(path), "SIGKILL left no file: the test shows nothing")
+        one_line_error(attach(a.pid, "threads"), 1, rf"no process {a.pid}$", "a killed VM")
+        check(not os.path.exists(path), "the client left a dead VM's socket file")
+    finally:
+        a.kill()
+    s = subprocess.Popen(["sleep", "600"], preexec_fn=default_signals)
+    s2 = subprocess.Popen(["sleep", "600"], preexec_fn=default_signals)
+    b = c = None
+    try:
+        path = stale_socket(s.pid)
+        one_line_error(attach(s.pid, "threads"), 1, "is not a minivm VM", "a reused pid")
+        check(s.poll() is None and not os.path.exists(path),
+              "a reused pid's stale socket file stayed (or the process was signalled)")
+        # The next VM to listen sweeps the folder.
+        c = Vm([FOREVER], "stale_c")
+        c.wait_running()
+        dead = socket_path(c.pid)
+        c.kill()
+        reused = stale_socket(s2.pid)
+        check(os.path.exists(dead) and os.path.exists(reused), "the stale files")
+        b = Vm([FOREVER], "stale_b")
+        b.wait_running()
+        check(not os.path.exists(dead) and not os.path.exists(reused),
+              "a VM's listener left stale files in its folder")
+        check(s2.poll() is None, "the other program was signalled")
+        b.terminate()
+    finally:
+        for p in (s, s2):
+            p.kill()
+            p.wait()
+        for v in (b, c):
+            if v is not None:
+                v.kill()
+
 
 
 def main():

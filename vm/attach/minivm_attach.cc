@@ -6,12 +6,17 @@
 // no answer within 10 s, a VM that refuses, an agent whose Agent_OnAttach
 // failed; 2 bad usage. Errors are one line on stderr.
 //
-// Steps: if the VM's socket accepts a connection, use it. Otherwise check
-// that PID is a minivm VM (its main thread blocks SIGQUIT, which the VM's
-// signal dispatcher takes; a process that does not would be killed by it),
-// create the trigger file (only the client that creates it sends the
+// Steps (docs/attach.md, "Threat model"): the VM's user is the owner of
+// /proc/PID. Its folder, if there, must be a real folder of that user (or
+// root) with mode 0700, and a socket file in it a socket of that user; a
+// listener on it must be process PID running as that user (SO_PEERCRED).
+// If it answers, use it. Otherwise signal only a process marked as a
+// minivm VM (a thread named attach::kMarkerThreadName, SIGQUIT blocked in
+// every other thread; to any other process the signal could be fatal), after
+// creating the trigger file (only the client that creates it sends the
 // signal, so two clients attaching at once never send a SIGQUIT the VM
-// would take for Ctrl-\), send SIGQUIT, and wait for the socket.
+// would take for Ctrl-\), and wait for the socket. Whatever the VM or an
+// agent sends is printed with its control characters escaped.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -25,14 +30,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "vm/runtime/attach_protocol.h"
 
@@ -40,6 +44,8 @@ namespace {
 
 using minivm::attach::Clock;
 using minivm::attach::IoResult;
+using minivm::attach::IsAttachableVm;
+using minivm::attach::ProcessEnded;
 constexpr std::chrono::seconds kTimeout{10};
 
 constexpr char kUsage[] =
@@ -54,9 +60,10 @@ constexpr char kUsage[] =
     "  agents                       the loaded agents and their options\n";
 
 int Fail(const std::string& message, int code) {
-  // One line, whatever the VM sent.
-  std::string line =
-      absl::StrReplaceAll(absl::StripTrailingAsciiWhitespace(message), {{"\n", "; "}});
+  // One line, whatever the VM sent, with no control character.
+  std::string line = absl::StrReplaceAll(
+      minivm::attach::EscapeForTerminal(std::string(absl::StripTrailingAsciiWhitespace(message))),
+      {{"\n", "; "}, {"\t", " "}});
   std::fprintf(stderr, "minivm-attach: error: %s\n", line.c_str());
   return code;
 }
@@ -65,18 +72,6 @@ int Usage(const std::string& message) {
   return Fail(absl::StrCat(message, " (usage: minivm-attach PID COMMAND [ARGUMENT]; ",
                            "minivm-attach --help lists the commands)"),
               2);
-}
-
-// A field of /proc/PID/status, or "" if the file or field is missing.
-std::string StatusField(pid_t pid, const std::string& name) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.compare(0, name.size() + 1, name + ":") == 0) {
-      return std::string(absl::StripAsciiWhitespace(line.substr(name.size() + 1)));
-    }
-  }
-  return "";
 }
 
 int Connect(const std::string& path) {
@@ -93,6 +88,96 @@ int Connect(const std::string& path) {
   return fd;
 }
 
+// The VM's private folder as the client finds it. Only a real folder (not
+// a symlink) of the VM's user (or root) with no access for group or others
+// is safe: anyone else who made it first could put a listener there.
+enum class DirectoryState { kMissing, kSafe, kUnsafe };
+
+DirectoryState CheckDirectory(uid_t vm_uid, std::string* error) {
+  const std::string dir = minivm::attach::AttachDirectory(vm_uid);
+  struct stat st;
+  if (lstat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) return DirectoryState::kMissing;
+    *error = absl::StrCat("cannot check ", dir, ": ", std::strerror(errno));
+    return DirectoryState::kUnsafe;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    *error = absl::StrCat("refusing ", dir, ": not a folder",
+                          S_ISLNK(st.st_mode) ? " (a symbolic link)" : "");
+  } else if (st.st_uid != vm_uid && st.st_uid != 0) {
+    *error = absl::StrCat("refusing ", dir, ": owned by user ", st.st_uid, ", not by user ", vm_uid,
+                          " (the VM's) or root");
+  } else if ((st.st_mode & 077) != 0) {
+    *error = absl::StrFormat("refusing %s: mode %04o, not 0700", dir, st.st_mode & 07777);
+  } else {
+    return DirectoryState::kSafe;
+  }
+  return DirectoryState::kUnsafe;
+}
+
+enum class ConnectResult { kConnected, kNotListening, kRefuse };
+
+// Connects to the VM's socket in its checked folder. kNotListening: no
+// socket file, or nobody listening on it (a stale file). kRefuse, with the
+// reason: the file is not a socket of the VM's user, or the listener is not
+// process `pid` running as `vm_uid` (SO_PEERCRED); nothing was sent.
+ConnectResult ConnectToVm(const std::string& path, pid_t pid, uid_t vm_uid, int* fd_out,
+                          std::string* error) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return ConnectResult::kNotListening;
+  if (!S_ISSOCK(st.st_mode) || st.st_uid != vm_uid) {
+    *error = absl::StrCat("refusing ", path, ": not a socket of user ", vm_uid);
+    return ConnectResult::kRefuse;
+  }
+  const int fd = Connect(path);
+  if (fd < 0) return ConnectResult::kNotListening;
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof cred) {
+    *error = absl::StrCat("cannot read the credentials of the listener on ", path, ": ",
+                          std::strerror(errno));
+  } else if (cred.pid != pid) {
+    *error = absl::StrCat("refusing the listener on ", path, ": it is process ", cred.pid, ", not ",
+                          pid);
+  } else if (cred.uid != vm_uid) {
+    *error = absl::StrCat("refusing the listener on ", path, ": it runs as user ", cred.uid,
+                          ", not ", vm_uid);
+  } else {
+    *fd_out = fd;
+    return ConnectResult::kConnected;
+  }
+  close(fd);
+  return ConnectResult::kRefuse;
+}
+
+// Removes the socket and trigger files of a process that has ended (or
+// whose pid now names another program), in a folder that passes
+// CheckDirectory; files this client may not remove stay.
+void RemoveStaleFiles(uid_t uid, pid_t pid) {
+  std::string ignored;
+  if (CheckDirectory(uid, &ignored) != DirectoryState::kSafe) return;
+  for (const std::string& path :
+       {minivm::attach::SocketPath(uid, pid), minivm::attach::TriggerPath(uid, pid)}) {
+    struct stat st;
+    if (lstat(path.c_str(), &st) == 0 && (S_ISSOCK(st.st_mode) || S_ISREG(st.st_mode))) {
+      unlink(path.c_str());
+    }
+  }
+}
+
+// After the VM closed the connection without a whole reply: true if it is
+// ending. A VM removes its socket file before it _exits, so the file is
+// gone by the time the connection closes; a VM killed outright ends
+// without removing it, and is waited for (at most until `deadline`).
+bool VmEnding(pid_t pid, const std::string& socket_path, Clock::time_point deadline) {
+  for (;;) {
+    struct stat st;
+    if (ProcessEnded(pid) || lstat(socket_path.c_str(), &st) != 0) return true;
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 // Makes sure the VM's private folder exists with the VM's owner and 0700
 // (a root client making it for another user's VM hands it over).
 bool PrepareDirectory(uid_t vm_uid, std::string* error) {
@@ -106,13 +191,7 @@ bool PrepareDirectory(uid_t vm_uid, std::string* error) {
     *error = absl::StrCat("cannot create ", dir, ": ", std::strerror(errno));
     return false;
   }
-  struct stat st;
-  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != vm_uid ||
-      (st.st_mode & 077) != 0) {
-    *error = absl::StrCat(dir, " is not a folder of user ", vm_uid, " with mode 0700");
-    return false;
-  }
-  return true;
+  return CheckDirectory(vm_uid, error) == DirectoryState::kSafe;
 }
 
 // Creates the trigger; true if this client made it and must signal.
@@ -192,35 +271,48 @@ int main(int argc, char** argv) {
   }
 
   const Clock::time_point deadline = Clock::now() + kTimeout;
-  if (kill(pid, 0) != 0 && errno == ESRCH) {
+  // The VM's uid (the owner of /proc/PID, its effective uid) names its
+  // folder; the listener must run as it.
+  struct stat proc_st;
+  if (stat(absl::StrCat("/proc/", pid).c_str(), &proc_st) != 0 || ProcessEnded(pid)) {
+    // A socket its VM left when it was killed goes now, if it is ours.
+    RemoveStaleFiles(geteuid(), pid);
     return Fail(absl::StrCat("no process ", pid), 1);
   }
-  // The VM's effective uid names its folder.
-  uint32_t vm_uid = 0;
-  {
-    std::vector<std::string> uids =
-        absl::StrSplit(StatusField(pid, "Uid"), absl::ByAnyChar(" \t"), absl::SkipEmpty());
-    if (uids.size() < 2 || !absl::SimpleAtoi(uids[1], &vm_uid)) {
-      return Fail(absl::StrCat("no process ", pid), 1);
-    }
-  }
+  const uid_t vm_uid = proc_st.st_uid;
   if (geteuid() != 0 && geteuid() != vm_uid) {
     return Fail(absl::StrCat("permission denied: process ", pid, " belongs to user ", vm_uid,
                              " (only that user and root can attach)"),
                 1);
   }
   const std::string socket_path = minivm::attach::SocketPath(vm_uid, pid);
-  int fd = Connect(socket_path);
+  std::string error;
+  // Nothing is sent, and no signal, before the folder, the socket file and
+  // the listener's credentials are known to be the VM's (docs/attach.md,
+  // "Threat model").
+  DirectoryState dir = CheckDirectory(vm_uid, &error);
+  if (dir == DirectoryState::kUnsafe) return Fail(error, 1);
+  int fd = -1;
+  if (dir == DirectoryState::kSafe) {
+    const ConnectResult r = ConnectToVm(socket_path, pid, vm_uid, &fd, &error);
+    if (r == ConnectResult::kRefuse) return Fail(error, 1);
+  }
   if (fd < 0) {
-    // Not listening yet. SigBlk is hexadecimal; SIGQUIT is bit 3 - 1.
-    uint64_t blocked = 0;
-    const std::string sigblk = StatusField(pid, "SigBlk");
-    if (sigblk.empty()) return Fail(absl::StrCat("no process ", pid), 1);
-    if (!absl::SimpleHexAtoi(sigblk, &blocked) || (blocked & (uint64_t{1} << (SIGQUIT - 1))) == 0) {
-      return Fail(
-          absl::StrCat("process ", pid, " is not a minivm VM (it takes no attach requests)"), 1);
+    // Not listening yet: only a process marked as a minivm VM gets SIGQUIT.
+    std::string why;
+    bool marked = false;
+    if (!IsAttachableVm(pid, &why, &marked)) {
+      if (ProcessEnded(pid)) {
+        RemoveStaleFiles(vm_uid, pid);
+        return Fail(absl::StrCat("no process ", pid), 1);
+      }
+      // Without the mark the pid is no VM's (a VM is marked before it
+      // listens): a file there is a dead VM's whose pid was reused.
+      if (dir == DirectoryState::kSafe && !marked) RemoveStaleFiles(vm_uid, pid);
+      return Fail(absl::StrCat("process ", pid, " is not a minivm VM (", why,
+                               "; it takes no attach requests)"),
+                  1);
     }
-    std::string error;
     if (!PrepareDirectory(vm_uid, &error)) return Fail(error, 1);
     const std::string trigger = minivm::attach::TriggerPath(vm_uid, pid);
     bool made = false;
@@ -229,12 +321,16 @@ int main(int argc, char** argv) {
       unlink(trigger.c_str());
       return Fail(absl::StrCat("cannot signal process ", pid, ": ", std::strerror(errno)), 1);
     }
-    while ((fd = Connect(socket_path)) < 0) {
+    for (;;) {
+      const ConnectResult r = ConnectToVm(socket_path, pid, vm_uid, &fd, &error);
+      if (r == ConnectResult::kRefuse) {
+        if (made) unlink(trigger.c_str());
+        return Fail(error, 1);
+      }
+      if (r == ConnectResult::kConnected) break;
       if (Clock::now() >= deadline) {
         if (made) unlink(trigger.c_str());
-        if (kill(pid, 0) != 0 && errno == ESRCH) {
-          return Fail(absl::StrCat("process ", pid, " ended"), 1);
-        }
+        if (ProcessEnded(pid)) return Fail(absl::StrCat("process ", pid, " ended"), 1);
         return Fail(absl::StrCat("process ", pid, " did not answer within ", kTimeout.count(),
                                  " s (is it a minivm VM?)"),
                     1);
@@ -249,23 +345,47 @@ int main(int argc, char** argv) {
     return Fail(absl::StrCat("process ", pid, " did not answer within ", kTimeout.count(), " s"),
                 1);
   }
+  // A `load` reply may be preceded by a kStatusLoading frame: the VM has
+  // started loading the agent.
+  bool loading = false;
   char head[12];
-  const IoResult got = minivm::attach::ReadExactly(fd, head, sizeof head, deadline);
-  if (got == IoResult::kTimedOut) {
-    close(fd);
-    return Fail(absl::StrCat("process ", pid, " did not answer within ", kTimeout.count(), " s"),
-                1);
-  }
-  const uint32_t status = minivm::attach::GetU32(reinterpret_cast<unsigned char*>(head + 4));
-  const uint32_t size = minivm::attach::GetU32(reinterpret_cast<unsigned char*>(head + 8));
-  if (got != IoResult::kDone || std::memcmp(head, minivm::attach::kMagic, 4) != 0 ||
-      status > minivm::attach::kStatusError || size > minivm::attach::kMaxReplyBytes) {
-    close(fd);
-    return Fail(absl::StrCat("process ", pid, " sent no valid minivm attach reply"), 1);
+  uint32_t status = 0, size = 0;
+  for (;;) {
+    const IoResult got = minivm::attach::ReadExactly(fd, head, sizeof head, deadline);
+    if (got == IoResult::kTimedOut) {
+      close(fd);
+      if (loading) {
+        return Fail(absl::StrCat("process ", pid, " is still loading '", argument, "' after ",
+                                 kTimeout.count(),
+                                 " s: its Agent_OnAttach has not returned (if it returns 0, "
+                                 "the agent is loaded, and the agents command lists it)"),
+                    1);
+      }
+      return Fail(absl::StrCat("process ", pid, " did not answer within ", kTimeout.count(), " s"),
+                  1);
+    }
+    status = minivm::attach::GetU32(reinterpret_cast<unsigned char*>(head + 4));
+    size = minivm::attach::GetU32(reinterpret_cast<unsigned char*>(head + 8));
+    if (got == IoResult::kClosed && VmEnding(pid, socket_path, deadline)) {
+      close(fd);
+      return Fail(absl::StrCat("process ", pid, " ended before it replied (the VM is ending)"), 1);
+    }
+    if (got != IoResult::kDone || std::memcmp(head, minivm::attach::kMagic, 4) != 0 ||
+        size > minivm::attach::kMaxReplyBytes ||
+        (status == minivm::attach::kStatusLoading && (size != 0 || loading || command != "load")) ||
+        status > minivm::attach::kStatusLoading) {
+      close(fd);
+      return Fail(absl::StrCat("process ", pid, " sent no valid minivm attach reply"), 1);
+    }
+    if (status != minivm::attach::kStatusLoading) break;
+    loading = true;
   }
   std::string text(size, '\0');
   const IoResult body = minivm::attach::ReadExactly(fd, text.data(), size, deadline);
   close(fd);
+  if (body == IoResult::kClosed && VmEnding(pid, socket_path, deadline)) {
+    return Fail(absl::StrCat("process ", pid, " ended before it replied (the VM is ending)"), 1);
+  }
   if (body != IoResult::kDone) {
     return Fail(absl::StrCat("process ", pid,
                              body == IoResult::kTimedOut ? " did not finish its reply within 10 s"
@@ -273,7 +393,8 @@ int main(int argc, char** argv) {
                 1);
   }
   if (status != minivm::attach::kStatusOk) return Fail(text, 1);
-  std::fwrite(text.data(), 1, text.size(), stdout);
+  const std::string shown = minivm::attach::EscapeForTerminal(text);
+  std::fwrite(shown.data(), 1, shown.size(), stdout);
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
     return Fail(absl::StrCat("cannot write the answer: ", std::strerror(errno)), 1);
   }

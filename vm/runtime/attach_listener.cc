@@ -1,6 +1,8 @@
 #include "vm/runtime/attach_listener.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -12,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -85,19 +88,22 @@ std::string ThreadDump(VM* vm) {
   };
   std::vector<Dump> dumps;
   const Program& program = vm->program();
+  const std::string path = attach::EscapeField(program.path);
   // One safepoint: every attached thread stopped where its frames are
   // precise, as GetAllStackTraces takes them. Only malloc'd memory here.
   vm->heap()->RunAtSafepoint(nullptr, [&](gc::Mutator* m) {
     const VMThread* t = VMThread::FromMutator(m);
     const ReportedTrace trace = t->StackTrace(program, kDumpInnermostFrames, kDumpOutermostFrames);
-    std::string text = absl::StrCat("\"", t->name, "\" #", t->index, "\n");
+    // Names and the path are escaped: a newline in one would forge a line.
+    std::string text = absl::StrCat("\"", attach::EscapeField(t->name), "\" #", t->index, "\n");
     for (size_t i = 0; i < trace.frames.size(); ++i) {
       if (trace.omitted != 0 && i == kDumpInnermostFrames) {
         absl::StrAppend(&text, "  ... ", trace.omitted, trace.omitted == 1 ? " frame" : " frames",
                         " omitted\n");
       }
       const StackTraceEntry& e = trace.frames[i];
-      absl::StrAppend(&text, "  at ", e.function, " (", program.path, ":", e.line, ")\n");
+      absl::StrAppend(&text, "  at ", attach::EscapeField(e.function), " (", path, ":", e.line,
+                      ")\n");
     }
     dumps.push_back({t->index, std::move(text)});
   });
@@ -114,7 +120,9 @@ std::string ThreadDump(VM* vm) {
   // native threads too). They are never stopped by a safepoint, so they are
   // read from the VM's thread list, after the language threads.
   for (const VMThread* t : vm->LiveThreads()) {
-    if (t->agent_thread) absl::StrAppend(&out, "\n\"", t->name, "\" agent thread\n");
+    if (t->agent_thread) {
+      absl::StrAppend(&out, "\n\"", attach::EscapeField(t->name), "\" agent thread\n");
+    }
   }
   return out;
 }
@@ -230,7 +238,9 @@ bool ClassHistogram(VM* vm, uint64_t rows, std::string* out, std::string* error)
 }
 
 // Runs one validated request; false with the error text in *reply.
-bool Execute(const std::string& command, const std::string& argument, std::string* reply) {
+// `loading` is called once a `load` starts loading its agent.
+bool Execute(const std::string& command, const std::string& argument,
+             const std::function<void()>& loading, std::string* reply) {
   VM* vm = g_vm.load(std::memory_order_acquire);
   AttachAgentHost* host = g_host.load(std::memory_order_acquire);
   if (vm == nullptr || !vm->started()) {
@@ -283,6 +293,7 @@ bool Execute(const std::string& command, const std::string& argument, std::strin
     return true;
   }
   // load
+  loading();
   return host->LoadAgent(argument, reply);
 }
 
@@ -337,7 +348,16 @@ void Serve(int fd, uid_t self, uid_t test_uid) {
     return;
   }
   std::string reply;
-  const bool ok = Execute(command, argument, &reply);
+  // Agent_OnAttach may take longer than the client waits: telling it that
+  // the agent is loading lets it say so, rather than that the VM never
+  // answered.
+  const bool ok = Execute(
+      command, argument,
+      [&] {
+        attach::SendAll(fd, attach::EncodeReply(attach::kStatusLoading, ""),
+                        Clock::now() + kIoTimeout);
+      },
+      &reply);
   answer(ok ? attach::kStatusOk : attach::kStatusError, reply);
 }
 
@@ -376,6 +396,66 @@ void ListenerLoop(int listen_fd) {
   }
 }
 
+// A signal that would end the process with its default action: the socket
+// file goes first (unlink is async-signal-safe), then the signal takes its
+// default action again (SA_RESETHAND) and ends the process as before.
+void RemoveSocketAndDie(int sig) {
+  unlink(g_socket_path);
+  raise(sig);
+}
+
+// Exits the process survives long enough to clean up after itself: exit()
+// (an agent's, from any thread) through atexit, and the signals that end a
+// process by default and that nothing else in the process has taken
+// (SIGHUP of a closed terminal, SIGPIPE of a closed pipe, resource
+// limits). A handler someone else installed is left alone, and a later one
+// replaces this one. Faults (SIGSEGV and the like) are left alone too: the
+// sanitizers and agents may handle them. SIGKILL leaves the file;
+// the next client or VM removes it (RemoveStaleFiles).
+void RemoveSocketAtExit() {
+  std::atexit(RemoveAttachSocket);
+  for (int sig : {SIGHUP, SIGPIPE, SIGALRM, SIGXCPU, SIGXFSZ}) {
+    struct sigaction current;
+    if (sigaction(sig, nullptr, &current) != 0 || (current.sa_flags & SA_SIGINFO) != 0 ||
+        current.sa_handler != SIG_DFL) {
+      continue;
+    }
+    struct sigaction remove {};
+    remove.sa_handler = RemoveSocketAndDie;
+    sigemptyset(&remove.sa_mask);
+    remove.sa_flags = SA_RESETHAND | SA_NODEFER;
+    sigaction(sig, &remove, nullptr);
+  }
+}
+
+// Removes the socket and trigger files in the folder whose process has
+// ended, or whose pid now names a program that is not a minivm VM (no
+// marker thread): the files of VMs killed outright (SIGKILL), which nothing
+// else removes. A live VM always has its marker before it has a socket.
+void RemoveStaleFiles(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  const pid_t self = getpid();
+  while (const dirent* e = readdir(d)) {
+    const std::string_view name = e->d_name;
+    const size_t dot = name.find('.');
+    if (dot == std::string_view::npos) continue;
+    const std::string_view suffix = name.substr(dot);
+    int32_t pid = 0;
+    if ((suffix != ".sock" && suffix != ".trigger") ||
+        !absl::SimpleAtoi(std::string(name.substr(0, dot)), &pid) || pid <= 0 || pid == self) {
+      continue;
+    }
+    std::string why;
+    bool marked = false;
+    attach::IsAttachableVm(pid, &why, &marked);
+    if (attach::ProcessEnded(pid) || !marked) {
+      unlinkat(dirfd(d), e->d_name, 0);
+    }
+  }
+  closedir(d);
+}
+
 bool StartListener() {
   const uid_t uid = geteuid();
   const std::string dir = attach::AttachDirectory(uid);
@@ -394,6 +474,7 @@ bool StartListener() {
     return false;
   }
   unlink(path.c_str());  // a stale file of an earlier process with our pid
+  RemoveStaleFiles(dir);
   // The folder is 0700, so no one else can reach the socket in the moment
   // between bind and chmod.
   if (bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
@@ -415,6 +496,7 @@ bool StartListener() {
     unlink(path.c_str());
     return false;
   }
+  RemoveSocketAtExit();
   return true;
 }
 
@@ -436,6 +518,10 @@ bool HandleAttachSignal() {
   unlink(trigger.c_str());
   if (!g_listening) g_listening = StartListener();
   return true;
+}
+
+void PrepareAttachForExit() {
+  if (AttachAgentHost* host = g_host.load(std::memory_order_acquire)) host->BeforeExit();
 }
 
 void RemoveAttachSocket() {

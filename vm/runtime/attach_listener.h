@@ -16,6 +16,12 @@
 //    (a folder someone else made, or a symlink, is refused: no listener); the
 //    socket is 0600; every connection's SO_PEERCRED uid must be the VM's
 //    effective uid or root, otherwise it gets an error reply and nothing runs.
+//    The client checks the folder and the socket file likewise, and this
+//    process's SO_PEERCRED (pid and uid), before it sends anything; it
+//    signals only a process with the signal dispatcher's marker thread
+//    (docs/attach.md, "Threat model"). What a reply carries from the
+//    program or an agent inside a line (a thread's name) is escaped here
+//    (attach::EscapeField); the client escapes the rest for the terminal.
 // 3. Hostile input. One request per connection, at most
 //    attach::kMaxRequestBytes, read within kIoTimeout (2 s) in total; a
 //    malformed request gets an error reply. Requests are served one at a
@@ -26,6 +32,14 @@
 //    which the composition root (vm/main.cc) supplies, so that vm/runtime
 //    never includes agent_api/. Requests are refused until the VM has
 //    started (VMInit done) and answer "the VM is ending" once it ends.
+//    A load first sends an attach::kStatusLoading frame: an Agent_OnAttach
+//    may outlast the client's wait, which then says so.
+// 5. No stale files. The socket file is removed at every end the process
+//    lives through (_exit by the VM or a second signal, exit() through
+//    atexit, the default-fatal signals no one else handles); the files of
+//    a process killed outright are removed by the next client for that pid
+//    or by the next VM of the user that starts listening (a sweep of the
+//    folder for pids that ended or carry no marker).
 // Rejected: a listener always on (a thread and a socket in every VM, and a
 // file per process in /tmp); a socket in $TMPDIR (the client cannot know the
 // VM's environment); a thread per connection (a flood of connections would
@@ -53,6 +67,9 @@ class AttachAgentHost {
   // The sampling lines of `heap`: the interval and the environments that
   // sample.
   virtual std::string DescribeSampling() = 0;
+  // On the thread that ends the process, just before _exit: what an agent
+  // being loaded has in flight for the VM's stderr must get there now.
+  virtual void BeforeExit() {}
 };
 
 // Records the VM (and the agent side) requests act on. Call once the VM
@@ -65,8 +82,13 @@ void ConfigureAttach(VM* vm, AttachAgentHost* host);
 // the trigger removed. False: an ordinary SIGQUIT.
 bool HandleAttachSignal();
 
-// Removes the socket file if the listener made one (called just before the
-// process _exits).
+// Called by the VM just before it _exits, before its last words on stderr
+// (AttachAgentHost::BeforeExit).
+void PrepareAttachForExit();
+
+// Removes the socket file if the listener made one: called just before the
+// process _exits (VM::ExitProcessLocked, a second signal), and at exit()
+// (atexit). Async-signal-safe.
 void RemoveAttachSocket();
 
 }  // namespace minivm

@@ -1,12 +1,17 @@
 #include "vm/runtime/attach_protocol.h"
 
+#include <dirent.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <fstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace minivm::attach {
 
@@ -55,6 +60,133 @@ bool ParseHistogramArgument(std::string_view argument, uint64_t* rows, std::stri
   *error = absl::StrCat("'heap' takes 'histo', 'histo=N' (N >= 1) or 'histo=all'",
                         printable ? absl::StrCat(", not '", std::string(argument), "'") : "");
   return false;
+}
+
+namespace {
+
+// The length of the UTF-8 sequence at `s` (at least one byte), or 0 if it
+// is not well-formed (overlong forms, surrogates and values past U+10FFFF
+// included), so that a terminal decoding UTF-8 sees exactly what was checked.
+size_t Utf8Length(std::string_view s) {
+  const auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const auto cont = [&](size_t i) { return i < s.size() && (b(i) & 0xC0) == 0x80; };
+  const unsigned char c = b(0);
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (!cont(1) || !cont(2)) return 0;
+    if (c == 0xE0 && b(1) < 0xA0) return 0;   // overlong
+    if (c == 0xED && b(1) >= 0xA0) return 0;  // surrogate
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (!cont(1) || !cont(2) || !cont(3)) return 0;
+    if (c == 0xF0 && b(1) < 0x90) return 0;   // overlong
+    if (c == 0xF4 && b(1) >= 0x90) return 0;  // past U+10FFFF
+    return 4;
+  }
+  return 0;
+}
+
+std::string Escape(std::string_view text, bool field) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (field) {
+      const char* named = c == '\n'   ? "\\n"
+                          : c == '\t' ? "\\t"
+                          : c == '\r' ? "\\r"
+                          : c == '\\' ? "\\\\"
+                          : c == '"'  ? "\\\""
+                                      : nullptr;
+      if (named != nullptr) {
+        out += named;
+        ++i;
+        continue;
+      }
+    } else if (c == '\n' || c == '\t') {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    const size_t n = Utf8Length(text.substr(i));
+    // C1 controls (U+0080..U+009F) are C2 80..C2 9F in UTF-8.
+    const bool c1 = n == 2 && c == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0;
+    if (n == 0 || c1 || c < 0x20 || c == 0x7F) {
+      absl::StrAppend(&out, "\\x", absl::Hex(c, absl::kZeroPad2));
+      ++i;
+      continue;
+    }
+    out.append(text.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string EscapeForTerminal(std::string_view text) { return Escape(text, false); }
+
+std::string EscapeField(std::string_view text) { return Escape(text, true); }
+
+bool ProcessEnded(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat;
+  if (!std::getline(in, stat)) return true;
+  // "PID (COMM) STATE ...": COMM may hold spaces and parentheses.
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return true;
+  const char state = stat[close + 2];
+  return state == 'Z' || state == 'X';
+}
+
+bool IsAttachableVm(pid_t pid, std::string* why, bool* marked_out) {
+  const std::string task_dir = absl::StrCat("/proc/", pid, "/task");
+  if (marked_out != nullptr) *marked_out = false;
+  DIR* dir = opendir(task_dir.c_str());
+  if (dir == nullptr) {
+    *why = "it has ended";
+    return false;
+  }
+  bool marked = false;
+  std::string unblocked;
+  while (const dirent* e = readdir(dir)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const std::string task = absl::StrCat(task_dir, "/", e->d_name);
+    std::ifstream comm(task + "/comm");
+    std::string name;
+    if (std::getline(comm, name) && name == kMarkerThreadName) {
+      // The thread that takes SIGQUIT: in sigwait, which unblocks the
+      // signals it waits for until it returns, it shows SIGQUIT unblocked.
+      marked = true;
+      continue;
+    }
+    // A thread that ended since readdir has no status: it cannot take the
+    // signal. A thread made later inherits its maker's mask.
+    std::ifstream status(task + "/status");
+    std::string line;
+    bool blocked = true;
+    while (std::getline(status, line)) {
+      if (line.compare(0, 7, "SigBlk:") != 0) continue;
+      uint64_t mask = 0;
+      blocked = absl::SimpleHexAtoi(absl::StripAsciiWhitespace(line.substr(7)), &mask) &&
+                (mask & (uint64_t{1} << (SIGQUIT - 1))) != 0;
+      break;
+    }
+    if (!blocked && unblocked.empty()) unblocked = e->d_name;
+  }
+  closedir(dir);
+  if (marked_out != nullptr) *marked_out = marked;
+  if (!marked) {
+    *why = absl::StrCat("it has no thread named '", kMarkerThreadName, "'");
+    return false;
+  }
+  if (!unblocked.empty()) {
+    *why = absl::StrCat("its thread ", unblocked, " does not block SIGQUIT");
+    return false;
+  }
+  return true;
 }
 
 std::string AttachDirectory(uid_t uid) { return absl::StrCat("/tmp/minivm-attach-", uid); }

@@ -13,7 +13,8 @@
 //   request: "MVA1" u32 length, then `length` bytes (at most kMaxRequestBytes):
 //            COMMAND, or COMMAND '\0' ARGUMENT; no other NUL byte.
 //   reply:   "MVA1" u32 status (0 = done, 1 = refused or failed)
-//            u32 length, then `length` bytes of text (at most kMaxReplyBytes).
+//            u32 length, then `length` bytes of text (at most kMaxReplyBytes);
+//            for `load`, a kStatusLoading frame of length 0 may come first.
 #ifndef MINIVM_VM_RUNTIME_ATTACH_PROTOCOL_H_
 #define MINIVM_VM_RUNTIME_ATTACH_PROTOCOL_H_
 
@@ -32,6 +33,19 @@ inline constexpr size_t kMaxRequestBytes = 16 * 1024;
 inline constexpr size_t kMaxReplyBytes = 16 * 1024 * 1024;
 inline constexpr uint32_t kStatusOk = 0;
 inline constexpr uint32_t kStatusError = 1;
+// A frame of no text the VM sends when it starts loading the agent of a
+// `load` request (dlopen, then Agent_OnAttach); the reply proper follows
+// when Agent_OnAttach returns. A client that runs out of time after this
+// frame knows that the agent is still starting, not that the VM never took
+// the request.
+inline constexpr uint32_t kStatusLoading = 2;
+
+// The name of the VM's signal dispatcher thread (/proc/PID/task/TID/comm,
+// at most 15 characters): the mark of a process that takes SIGQUIT as an
+// attach request. The client signals only a process that has a thread of
+// this name and blocks SIGQUIT in every other thread (docs/attach.md,
+// "Threat model").
+inline constexpr char kMarkerThreadName[] = "minivm-signals";
 
 // The commands the VM knows; anything else is refused.
 inline constexpr std::string_view kCommands[] = {"load", "threads", "heap", "gc", "agents"};
@@ -66,6 +80,29 @@ std::string EncodeReply(uint32_t status, std::string_view text);
 // A parsed request payload: false with *error set for anything malformed.
 bool ParseRequestPayload(std::string_view payload, std::string* command, std::string* argument,
                          bool* has_argument, std::string* error);
+
+// Whether process `pid` has ended: no such process, or a zombie (a VM that
+// called _exit and was not yet reaped by its parent).
+bool ProcessEnded(pid_t pid);
+// Whether process `pid` takes SIGQUIT as an attach request: a thread named
+// kMarkerThreadName (the signal dispatcher, which sigwaits for SIGQUIT and
+// so shows it unblocked while it waits), and SIGQUIT blocked in every other
+// thread, so that no thread would take the signal's default action (the
+// process ends). False with the reason in *why (a phrase: "it has no
+// thread named ..."). *marked, if given, says whether the marker thread
+// was found.
+bool IsAttachableVm(pid_t pid, std::string* why, bool* marked = nullptr);
+
+// Text from the VM or an agent made safe for a terminal: every control
+// character but newline and tab, DEL, C1 controls and bytes that are not
+// UTF-8 become `\xHH`, so that the text cannot move the cursor, change
+// colours or rewrite earlier lines. Newlines stay: they separate lines.
+std::string EscapeForTerminal(std::string_view text);
+// One field inside a line (a thread's name, a library path): as above, and
+// newline, tab, carriage return, `\` and `"` become `\n`, `\t`, `\r`, `\\`
+// and `\"`, so that the field can neither end its line (and forge the next
+// one) nor its quotes.
+std::string EscapeField(std::string_view text);
 
 void PutU32(std::string* out, uint32_t v);
 uint32_t GetU32(const unsigned char* p);

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "vm/runtime/attach_listener.h"
+#include "vm/runtime/attach_protocol.h"
 #include "vm/runtime/vm.h"
 
 namespace minivm {
@@ -20,7 +21,10 @@ std::atomic<VM*> g_target{nullptr};
 // taken anyway, for attach requests, but otherwise stays ignored.
 bool g_quit_ignored = false;
 
-[[noreturn]] void ExitNow(int sig) { _exit(128 + sig); }
+[[noreturn]] void ExitNow(int sig) {
+  RemoveAttachSocket();  // a listening socket would outlive the process
+  _exit(128 + sig);
+}
 
 void DispatcherLoop(sigset_t handled) {
   // Started with every signal blocked: only SIGINT, SIGTERM and SIGQUIT
@@ -71,7 +75,11 @@ void StartSignalDispatcher() {
   pthread_sigmask(SIG_SETMASK, &all, nullptr);
   bool started = true;
   try {
-    std::thread(DispatcherLoop, handled).detach();
+    std::thread dispatcher(DispatcherLoop, handled);
+    // The mark minivm-attach looks for before it sends SIGQUIT: a process
+    // without it may die of the signal.
+    pthread_setname_np(dispatcher.native_handle(), attach::kMarkerThreadName);
+    dispatcher.detach();
   } catch (const std::system_error&) {
     started = false;  // the signals keep their default action (exit, no profile)
   }

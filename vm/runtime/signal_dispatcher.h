@@ -33,6 +33,11 @@
 //    action would dump core and lose both). Ctrl-\ thus still quits. A
 //    SIGQUIT ignored at start is taken all the same, for attach requests,
 //    and otherwise stays ignored (a script's `prog &` can be attached to).
+//    The dispatcher thread is named attach::kMarkerThreadName: the mark
+//    minivm-attach checks (with SIGQUIT blocked in every other thread)
+//    before it sends SIGQUIT to a process, since to any other program the
+//    signal may be fatal. A name in /proc, readable by every user, needs
+//    no file the VM would have to make and remove.
 // Rejected: a handler that sets a flag the VM threads poll (a thread blocked
 // in join or in a write never polls, and a handler can neither flush stdio
 // nor call agents); a handler posting a semaphore to the dispatcher, as

@@ -192,7 +192,11 @@ void VM::Shutdown(int code) {
 }
 
 void VM::ExitProcessLocked(int code) {
-  // A listening attach socket would outlive the process as a stale file.
+  // An agent still in Agent_OnAttach has the VM's stderr on a pipe
+  // (agent_api/attach_host.h): the real one back, and what is in the pipe
+  // written out, before the last words below. A listening attach socket
+  // would outlive the process as a stale file.
+  PrepareAttachForExit();
   RemoveAttachSocket();
   // Output lost at any time in the run (to a full disk, a closed stdout)
   // fails the run here (vm/runtime/standard_streams.h).
