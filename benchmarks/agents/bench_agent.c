@@ -1,7 +1,7 @@
 /*
  * bench_agent: the agent the sampling-overhead benchmarks load.
  *
- * Options: mode=capability|empty|stack|stackweak[,interval=BYTES][,keep=N]
+ * Options: mode=capability|empty|stack|stackweak[,interval=BYTES][,keep=N][,disposed=N]
  *   capability  holds can_generate_sampled_alloc_events, never enables it
  *   empty       enables SampledObjectAlloc with an empty callback
  *   stack       the callback takes a 64-frame stack trace and drops it
@@ -10,6 +10,9 @@
  *   keep=N      stackweak keeps only the latest N records, deleting the weak
  *               reference of each one it overwrites (default: all). Runs
  *               that sample every allocation need it: a record is 1 KiB.
+ *   disposed=N  first makes N environments that enable the event and
+ *               disposes of them (a process that started and stopped N
+ *               profiles): a sample's cost must not grow with N.
  * Prints the number of samples to stderr at VM death.
  */
 #include <pthread.h>
@@ -83,6 +86,7 @@ static void OnDeath(vmtiEnv* env) {
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   vmtiEnv* env;
   long interval = -1;
+  long disposed = 0;
   (void)reserved;
   for (char* tok = options ? strtok(options, ",") : NULL; tok; tok = strtok(NULL, ",")) {
     if (strcmp(tok, "mode=capability") == 0) mode = CAPABILITY;
@@ -91,12 +95,23 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
     else if (strcmp(tok, "mode=stackweak") == 0) mode = STACKWEAK;
     else if (strncmp(tok, "interval=", 9) == 0) interval = strtol(tok + 9, NULL, 10);
     else if (strncmp(tok, "keep=", 5) == 0) keep = (size_t)strtoul(tok + 5, NULL, 10);
+    else if (strncmp(tok, "disposed=", 9) == 0) disposed = strtol(tok + 9, NULL, 10);
     else { fprintf(stderr, "bench_agent: unknown option '%s'\n", tok); return 1; }
   }
-  if ((*vm)->GetEnv(vm, (void**)&env, VMTI_VERSION_1) != VMTI_ERROR_NONE) return 1;
   vmtiCapabilities caps;
   memset(&caps, 0, sizeof caps);
   caps.can_generate_sampled_alloc_events = 1;
+  for (long i = 0; i < disposed; i++) {
+    vmtiEnv* gone;
+    if ((*vm)->GetEnv(vm, (void**)&gone, VMTI_VERSION_1) != VMTI_ERROR_NONE) {
+      fprintf(stderr, "bench_agent: GetEnv failed after %ld environments\n", i);
+      return 1;
+    }
+    (*gone)->AddCapabilities(gone, &caps);
+    (*gone)->SetEventNotificationMode(gone, VMTI_ENABLE, VMTI_EVENT_SAMPLED_OBJECT_ALLOC, NULL);
+    (*gone)->DisposeEnvironment(gone);
+  }
+  if ((*vm)->GetEnv(vm, (void**)&env, VMTI_VERSION_1) != VMTI_ERROR_NONE) return 1;
   if ((*env)->AddCapabilities(env, &caps) != VMTI_ERROR_NONE) return 1;
   vmtiEventCallbacks cb;
   memset(&cb, 0, sizeof cb);

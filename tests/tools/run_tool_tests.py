@@ -1334,6 +1334,39 @@ def wait_for_leaf(run_, fn, timeout=60):
 
 
 @test
+def vm_http_gc_under_dense_sampling():
+    """?gc=1 asked again and again while the program samples every 4 KiB and
+    heapprof tags every sample, until the program ends: every request is
+    answered (a forced collection's delivery never waits behind the
+    sampling thread's tag operations), and the final collection's figure
+    counts only what is alive, nothing: the ObjectFree events of a ?gc=1
+    collection in flight when the VM began to end were delivered before
+    VMDeath (docs/agent-api.md, "Delivery rules")."""
+    need_vm()
+    r = Running([C.minivm, agent("heapprof", "interval=4k,http=0,file=,top=1"),
+                 os.path.join(HERE, "dense_garbage.mv"), "10000000"])
+    answered = refused = 0
+    try:
+        r.wait_port()
+        while r.p.poll() is None:
+            try:
+                st, _, _ = r.fetch("/debug/pprof/heap?gc=1&debug=1")
+                check(st == 200, f"status {st}")
+                answered += 1
+            except (urllib.error.URLError, ConnectionError, OSError):
+                refused += 1  # the VM is ending: its server stopped
+                time.sleep(0.01)
+        r.finish()
+    finally:
+        kill(r)
+    err = r.stderr()
+    check(r.p.returncode == 0, err)
+    check(answered > 0, f"no ?gc=1 answered:\n{err}")
+    check(re.search(r" 0 B live after a full collection at exit", err),
+          f"objects counted live at exit after {answered} ?gc=1 requests:\n{err[-2000:]}")
+
+
+@test
 def vm_http_gc_runs_a_collection():
     need_vm()
     r = phases(60, 0)
