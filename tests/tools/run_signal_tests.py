@@ -169,9 +169,13 @@ def closed_stdout_pipe():
 # ---- a signal's end is bounded ----------------------------------------------
 
 def pipe_full(fd):
+    """No room in the pipe for another line (the writer, which writes for
+    ever, is blocked or about to be): a write of up to PIPE_BUF bytes is
+    atomic, so it waits for room for all of it, and a pipe can stay a few
+    bytes short of its size."""
     avail = bytearray(4)
     fcntl.ioctl(fd, termios.FIONREAD, avail)
-    return int.from_bytes(avail, sys.byteorder) >= fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
+    return int.from_bytes(avail, sys.byteorder) >= fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) - 512
 
 
 @test
@@ -208,6 +212,34 @@ def sigterm_with_stdout_blocked():
           text[-2000:])
     check(f"heapprof: wrote {out}" in text, f"no VM death or profile:\n{text[-2000:]}")
     check_profile(out, "stdout blocked")
+
+
+@test
+def sigterm_with_stderr_blocked():
+    """stderr on a pipe nobody reads, full (--verbose:gc fills it; the
+    collecting thread blocks in its `[gc]` line): nothing in the end can
+    write stderr, and the bound ends the process anyway, 143."""
+    out = rt.fresh("stderr_blocked.out")
+    rfd, wfd = os.pipe()
+    try:
+        with open(out, "w") as o:
+            p = subprocess.Popen([C.minivm, *rt.SIGNAL_OPTS, FOREVER], stdin=subprocess.DEVNULL,
+                                 stdout=o, stderr=wfd, cwd=C.work, preexec_fn=default_signals)
+        os.close(wfd)
+        deadline = time.time() + HANG
+        while not pipe_full(rfd) and p.poll() is None and time.time() < deadline:
+            time.sleep(0.01)
+        check(p.poll() is None and pipe_full(rfd), "the pipe never filled")
+        p.send_signal(signal.SIGTERM)
+        try:
+            got = p.wait(timeout=HANG)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            raise AssertionError("SIGTERM with stderr blocked: minivm never ended")
+    finally:
+        os.close(rfd)
+    check(got == 143, f"SIGTERM, stderr blocked: {describe(got)}, want 143")
 
 
 @test
