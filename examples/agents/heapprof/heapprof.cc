@@ -165,7 +165,7 @@ void OnSigusr2(int) {
   errno = saved;
 }
 
-// The handler is installed by the first instance to start and stays
+// The handler is installed when the first instance loads and stays
 // installed until the process ends: SIGUSR2's default action ends the
 // process, so a request that comes while an instance writes its final
 // profile (VM death) or after an attached instance's `stop` must still find
@@ -289,6 +289,9 @@ class Profiler {
                        "cannot be watched (it is deleted when seen): " + error);
       return nullptr;
     }
+    // From load on, before anything says heapprof is there (the serving
+    // line): a SIGUSR2 before VMInit is counted, and ignored by the worker.
+    InstallSigusr2();
     std::unique_ptr<HttpServer> http;
     if (c.http_port >= 0 && (http = Listen(c)) == nullptr) return nullptr;
     // retained=: the path search's scratch tags need an environment of
@@ -342,7 +345,6 @@ class Profiler {
       threads_.EnableSamplingIfSelected(env, main_thread, &log_);
     }
     sigusr2_seen_ = g_sigusr2_count.load(std::memory_order_relaxed);
-    InstallSigusr2();
     StartWorker();
     if (http_ != nullptr) StartHttp();
   }
