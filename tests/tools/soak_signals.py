@@ -48,6 +48,12 @@ def default_signals():
         signal.signal(s, signal.SIG_DFL)
 
 
+def describe(code):
+    if code is None:
+        return "running"
+    return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited {code}"
+
+
 class Soak:
     def __init__(self, run, seconds):
         self.dir = rt.fresh(f"soak{run}")
@@ -115,8 +121,14 @@ class Soak:
         trigger = os.path.join(folder, f"{self.p.pid}.trigger")
         n = 0
         while not self.stop_quit.is_set():
-            with open(trigger, "w"):
-                pass
+            # As minivm-attach does: only the maker of the trigger signals,
+            # so that no SIGQUIT finds its trigger already used (it would
+            # end the VM).
+            try:
+                os.close(os.open(trigger, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            except FileExistsError:
+                time.sleep(0.005)
+                continue
             self.kill(signal.SIGQUIT)
             self.counts["SIGQUIT"] += 1
             deadline = time.time() + 60
@@ -131,7 +143,10 @@ class Soak:
                 r = subprocess.run([C.attach, str(self.p.pid), "heap"], stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True, timeout=HANG)
                 if r.returncode != 0:
-                    return self.fail(f"minivm-attach heap: {r.returncode} {r.stderr}")
+                    sock = os.path.join(folder, f"{self.p.pid}.sock")
+                    return self.fail(f"minivm-attach heap: {r.returncode} {r.stderr.strip()} "
+                                     f"(socket {'there' if os.path.exists(sock) else 'gone'}, "
+                                     f"minivm {describe(self.poll())})")
                 self.counts["attach"] += 1
             time.sleep(0.005)
 
@@ -144,7 +159,7 @@ class Soak:
                     if r.status != 200 or body[:2] != b"\x1f\x8b":
                         return self.fail(f"?gc=1: {r.status} {body[:100]!r}")
             except (urllib.error.URLError, OSError) as e:
-                return self.fail(f"?gc=1: {e}")
+                return self.fail(f"?gc=1: {e} (minivm {describe(self.poll())})")
             self.counts["http"] += 1
 
     def run(self):

@@ -45,8 +45,8 @@ std::atomic<int64_t> g_death_ended{0};
 
 void SigPipeIgnored(int) {}
 
-// How long the dispatcher may wait for the next signal after the first, at
-// `now`; ends the process if the end has overrun its bound (design point 7).
+// How long the dispatcher may wait for the next signal after the first;
+// ends the process if the end has overrun its bound (design point 7).
 struct timespec EndWait(int first_sig, int64_t first_at) {
   int64_t wait = kDeathPoll;
   if (g_in_death.load(std::memory_order_acquire) == 0) {
