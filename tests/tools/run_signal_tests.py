@@ -84,6 +84,13 @@ def check_profile(out, what):
         rt.pprof(["-top", out])
 
 
+def no_sanitizer_report(text, what):
+    # minivm ends with _exit, so a sanitizer's report does not change the
+    # exit code: look for it (as run_tool_tests.py's Signalled.finish does).
+    m = re.search(r"^.*(?:Sanitizer|: runtime error: ).*$", text, re.M)
+    check(m is None, f"{what}: sanitizer report: {m and m.group(0)}")
+
+
 def describe(code):
     if code is None:
         return "still running"
@@ -159,6 +166,7 @@ def closed_stdout_pipe():
         raise AssertionError("minivm did not end after its stdout was closed")
     with open(err) as f:
         text = f.read()
+    no_sanitizer_report(text, "closed stdout")
     check(first == b"line 0\n", f"first line {first!r}")
     check(got == 1, f"closed stdout: {describe(got)}, want exit 1\n{text[-2000:]}")
     check("minivm: error: cannot write to stdout: Broken pipe\n" in text, text[-2000:])
@@ -167,6 +175,13 @@ def closed_stdout_pipe():
 
 
 # ---- a signal's end is bounded ----------------------------------------------
+
+def small_pipe():
+    """A pipe of one page, so that a slow (sanitizer) build fills it soon."""
+    rfd, wfd = os.pipe()
+    fcntl.fcntl(wfd, fcntl.F_SETPIPE_SZ, 4096)
+    return rfd, wfd
+
 
 def pipe_full(fd):
     """No room in the pipe for another line (the writer, which writes for
@@ -185,7 +200,7 @@ def sigterm_with_stdout_blocked():
     written), and the output given up is one line on stderr."""
     out = rt.fresh("blocked.pb.gz")
     err = rt.fresh("blocked.err")
-    rfd, wfd = os.pipe()
+    rfd, wfd = small_pipe()
     try:
         with open(err, "w") as e:
             p = subprocess.Popen([C.minivm, "--seed=1", f"--heap-profile={out}", PRINTS_FOREVER],
@@ -207,6 +222,7 @@ def sigterm_with_stdout_blocked():
         os.close(rfd)
     with open(err) as f:
         text = f.read()
+    no_sanitizer_report(text, "stdout blocked")
     check(got == 143, f"SIGTERM, stdout blocked: {describe(got)}, want 143\n{text[-2000:]}")
     check("minivm: error: cannot write to stdout: still blocked 2 s after the signal\n" in text,
           text[-2000:])
@@ -220,7 +236,7 @@ def sigterm_with_stderr_blocked():
     collecting thread blocks in its `[gc]` line): nothing in the end can
     write stderr, and the bound ends the process anyway, 143."""
     out = rt.fresh("stderr_blocked.out")
-    rfd, wfd = os.pipe()
+    rfd, wfd = small_pipe()
     try:
         with open(out, "w") as o:
             p = subprocess.Popen([C.minivm, *rt.SIGNAL_OPTS, FOREVER], stdin=subprocess.DEVNULL,
@@ -267,6 +283,7 @@ def perf_map_write_error():
     """--perf-map=/dev/full: the file opens, every write fails; the program
     runs to its end, and the loss is one line on stderr and exit 1."""
     r = rt.run([C.minivm, "--jit=eager", "--perf-map=/dev/full", HELLO], timeout=HANG)
+    no_sanitizer_report(r.stderr, "--perf-map=/dev/full")
     lines = r.stderr.splitlines()
     check(r.returncode == 1 and lines == [
         "minivm: error: --perf-map: cannot write '/dev/full': No space left on device"],
@@ -281,6 +298,7 @@ def fifo_output_without_reader():
     fifo = rt.fresh("out.fifo")
     os.mkfifo(fifo)
     r = rt.run([C.minivm, heapprof(f"file={fifo},top=0"), HELLO], timeout=HANG)
+    no_sanitizer_report(r.stderr, "FIFO without reader")
     check(r.returncode == 1, f"FIFO without reader: exit {r.returncode}\n{r.stderr}")
     check(f"heapprof: cannot write {fifo}: no process has the FIFO open for reading\n"
           in r.stderr, r.stderr)
@@ -320,7 +338,8 @@ def http_content_length_judged_from_head():
         check(st == 200, f"equal Content-Length twice: {st} {got[:200]!r}")
     finally:
         r.p.send_signal(signal.SIGTERM)
-        r.finish(timeout=HANG)
+        code, err = r.finish(timeout=HANG)
+        no_sanitizer_report(err, "HTTP")
 
 
 def main():

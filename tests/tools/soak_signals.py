@@ -173,7 +173,18 @@ class Soak:
         for t in threads[1:]:
             t.join()
         try:
-            check(not self.errors, "; ".join(self.errors) + f"\n{self.stderr()[-2000:]}")
+            if self.errors:
+                # How it ended says more (131: a SIGQUIT that found no
+                # trigger); a VM still running after that is killed.
+                self.stop_all.set()
+                threads[0].join()
+                try:
+                    self.p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
+                raise AssertionError("; ".join(self.errors) +
+                                     f" (then minivm {describe(self.poll())})\n"
+                                     f"{self.stderr()[-2000:]}")
             check(self.poll() is None, f"minivm ended during the storm: {self.p.returncode}")
             # SIGUSR2 goes on through the end (threads[0]).
             sent = time.time()
