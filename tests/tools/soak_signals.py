@@ -205,6 +205,9 @@ class Soak:
                 self.poll()
         err = self.stderr()
         code = self.p.returncode
+        # minivm ends with _exit: a sanitizer's report leaves the code alone.
+        m = re.search(r"^.*(?:Sanitizer|: runtime error: ).*$", err, re.M)
+        check(m is None, f"sanitizer report: {m and m.group(0)}")
         check(code == 143, f"exit {code}, want 143\n{err[-2000:]}")
         check(wrote in err, f"no final profile written:\n{err[-2000:]}")
         since = max(sent, wrote_at or sent)
