@@ -44,7 +44,9 @@
 //    128 + the first signal, as a second signal would. Time inside VMDeath
 //    is not counted (writing a large profile may take longer than the
 //    bound); an agent that blocks there is what a second signal is for. The
-//    VM brackets VMDeath with VMDeathBegins/VMDeathEnded for this.
+//    VM brackets VMDeath with VMDeathBegins/VMDeathEnded for this. Within
+//    the bound the VM gives up a stdout that stays blocked (VM::Shutdown),
+//    so that a pipe nobody reads does not cost the agents their VMDeath.
 // 8. SIGPIPE gets a handler that does nothing (as the JVM's), so that a
 //    write to a pipe or socket whose reader has gone fails with EPIPE on
 //    every thread, the program's stdout included (`minivm prog | head`):
@@ -59,7 +61,9 @@
 // HotSpot does (every thread could then see EINTR from a slow system call,
 // agents' threads included); a dispatcher only with agents loaded (without
 // agents Ctrl-C must still flush the program's stdout, which the default
-// action would discard).
+// action would discard); a bound on the whole end, VMDeath included (it
+// would cut a large profile's write short, where a user who cannot wait has
+// the second signal).
 // Caveat: a child process an agent starts inherits the blocked mask across
 // exec; such an agent should unblock SIGINT and SIGTERM in the child.
 #ifndef MINIVM_VM_RUNTIME_SIGNAL_DISPATCHER_H_
