@@ -3,7 +3,8 @@
 // Exit codes (docs/language.md): 0 main returned, 1 runtime error (also:
 // lost output, no address space for the heap or main's stacks, an agent
 // that failed), 2 compile error or bad command line, n exit(n), 130/143/131
-// SIGINT/SIGTERM/SIGQUIT (a SIGQUIT that is not an attach request). Once the VM runs, the process ends through
+// SIGINT/SIGTERM/SIGQUIT (a SIGQUIT that is not an attach request); SIGPIPE
+// ends nothing (vm/runtime/signal_dispatcher.h). Once the VM runs, the process ends through
 // VM::ExitProcess or VM::Shutdown (flush, _exit) so that threads still
 // running are simply stopped, as in Go, and no static destructor runs under
 // them.

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "llvm/ExecutionEngine/JITLink/JITLink.h"
+#include "vm/runtime/standard_streams.h"
 
 namespace minivm::jit {
 
@@ -21,7 +22,7 @@ absl::StatusOr<std::shared_ptr<PerfMapPlugin>> PerfMapPlugin::Open(const std::st
     return absl::FailedPreconditionError(
         absl::StrCat("--perf-map: cannot write '", path, "': ", std::strerror(errno)));
   }
-  return std::shared_ptr<PerfMapPlugin>(new PerfMapPlugin(file, std::move(namer)));
+  return std::shared_ptr<PerfMapPlugin>(new PerfMapPlugin(path, file, std::move(namer)));
 }
 
 PerfMapPlugin::~PerfMapPlugin() { std::fclose(file_); }
@@ -38,6 +39,7 @@ void PerfMapPlugin::modifyPassConfig(llvm::orc::MaterializationResponsibility& /
 
 void PerfMapPlugin::Record(llvm::jitlink::LinkGraph& g) {
   std::lock_guard<std::mutex> lock(mu_);
+  errno = 0;
   bool wrote = false;
   for (llvm::jitlink::Symbol* sym : g.defined_symbols()) {
     if (!sym->hasName() || sym->getSize() == 0) continue;
@@ -47,8 +49,15 @@ void PerfMapPlugin::Record(llvm::jitlink::LinkGraph& g) {
     wrote = true;
   }
   // A perf running meanwhile (or reporting right after a crash) sees every
-  // line written so far. A write error (disk full) loses lines, never code.
-  if (wrote) std::fflush(file_);
+  // line written so far. A write error (disk full) loses lines, never code,
+  // and is reported at the end (see the file comment).
+  if (!wrote) return;
+  const int flushed = std::fflush(file_);
+  if ((flushed != 0 || std::ferror(file_) != 0) && !failed_) {
+    failed_ = true;
+    NoteLostOutput(absl::StrCat("--perf-map: cannot write '", path_,
+                                "': ", std::strerror(errno != 0 ? errno : EIO)));
+  }
 }
 
 llvm::Error PerfMapPlugin::notifyFailed(llvm::orc::MaterializationResponsibility& /*mr*/) {

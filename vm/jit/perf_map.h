@@ -13,6 +13,12 @@
 // before the first sample can land in its code. LLVM's PerfSupportPlugin
 // was rejected: it writes perf's jitdump format (jit-PID.dump, which needs
 // `perf inject`), not the map.
+//
+// A write that fails (a full disk, --perf-map=/dev/full) loses lines, never
+// code: the program goes on, and the loss is reported as every lost output
+// is, one line on stderr and exit code 1 at the end (NoteLostOutput,
+// vm/runtime/standard_streams.h), since a map with lines missing would have
+// perf name those frames wrongly without a word.
 #ifndef MINIVM_VM_JIT_PERF_MAP_H_
 #define MINIVM_VM_JIT_PERF_MAP_H_
 
@@ -50,12 +56,15 @@ class PerfMapPlugin final : public llvm::orc::ObjectLinkingLayer::Plugin {
                                    llvm::orc::ResourceKey src_key) override;
 
  private:
-  PerfMapPlugin(FILE* file, Namer namer) : file_(file), namer_(std::move(namer)) {}
+  PerfMapPlugin(std::string path, FILE* file, Namer namer)
+      : path_(std::move(path)), file_(file), namer_(std::move(namer)) {}
   // Appends one line per named, non-empty defined symbol of `g`.
   void Record(llvm::jitlink::LinkGraph& g);
 
   std::mutex mu_;  // one graph's lines at a time (compilations may overlap)
+  const std::string path_;
   FILE* const file_;
+  bool failed_ = false;  // guarded by mu_: the loss has been reported
   const Namer namer_;
 };
 

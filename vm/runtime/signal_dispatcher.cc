@@ -4,7 +4,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <ctime>
 #include <system_error>
 #include <thread>
 
@@ -26,18 +31,60 @@ bool g_quit_ignored = false;
   _exit(128 + sig);
 }
 
+int64_t NowNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr int64_t kSecond = 1000000000;
+// While agents are in VMDeath the bound does not run; the dispatcher looks
+// again this often to see whether they have returned.
+constexpr int64_t kDeathPoll = kSecond / 5;
+
+// Agents in VMDeath now (design point 7), and when the last one returned
+// (steady clock, ns; 0: never).
+std::atomic<int> g_in_death{0};
+std::atomic<int64_t> g_death_ended{0};
+
+void SigPipeIgnored(int) {}
+
+// How long the dispatcher may wait for the next signal after the first;
+// ends the process if the end has overrun its bound (design point 7).
+struct timespec EndWait(int first_sig, int64_t first_at) {
+  int64_t wait = kDeathPoll;
+  if (g_in_death.load(std::memory_order_acquire) == 0) {
+    const int64_t since = std::max(first_at, g_death_ended.load(std::memory_order_acquire));
+    const int64_t left = since + kEndBoundSeconds * kSecond - NowNanos();
+    if (left <= 0) ExitNow(first_sig);
+    wait = std::min(left, kDeathPoll);
+  }
+  struct timespec ts;
+  ts.tv_sec = static_cast<time_t>(wait / kSecond);
+  ts.tv_nsec = static_cast<long>(wait % kSecond);
+  return ts;
+}
+
 void DispatcherLoop(sigset_t handled) {
   // Started with every signal blocked: only SIGINT, SIGTERM and SIGQUIT
   // come here, through sigwait; the rest (an agent's SIGUSR2) go to the VM
   // threads, as without the dispatcher.
-  bool first = true;
+  int first_sig = 0;  // the signal that began the end; 0: none yet
+  int64_t first_at = 0;
   for (;;) {
     int sig = 0;
-    if (sigwait(&handled, &sig) != 0) continue;
+    if (first_sig == 0) {
+      if (sigwait(&handled, &sig) != 0) continue;
+    } else {
+      const struct timespec wait = EndWait(first_sig, first_at);
+      sig = sigtimedwait(&handled, nullptr, &wait);
+      if (sig < 0) continue;  // EAGAIN: time to look at the end again; EINTR
+    }
     // An attach request (design point 6) is not an end.
     if (sig == SIGQUIT && (HandleAttachSignal() || g_quit_ignored)) continue;
-    if (!first) ExitNow(sig);  // design point 3
-    first = false;
+    if (first_sig != 0) ExitNow(sig);  // design point 3
+    first_sig = sig;
+    first_at = NowNanos();
     VM* vm = g_target.load(std::memory_order_acquire);
     if (vm == nullptr) ExitNow(sig);
     // The shutdown runs on its own thread so that this one can take a
@@ -54,6 +101,15 @@ void DispatcherLoop(sigset_t handled) {
 }  // namespace
 
 void StartSignalDispatcher() {
+  // Design point 8. Left alone if ignored at start, as the others.
+  struct sigaction pipe_action;
+  if (sigaction(SIGPIPE, nullptr, &pipe_action) == 0 && pipe_action.sa_handler != SIG_IGN) {
+    struct sigaction sa = {};
+    sa.sa_handler = SigPipeIgnored;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGPIPE, &sa, nullptr);
+  }
   sigset_t handled;
   sigemptyset(&handled);
   for (int sig : {SIGINT, SIGTERM, SIGQUIT}) {
@@ -93,5 +149,12 @@ void StartSignalDispatcher() {
 }
 
 void SetSignalTarget(VM* vm) { g_target.store(vm, std::memory_order_release); }
+
+void VMDeathBegins() { g_in_death.fetch_add(1, std::memory_order_acq_rel); }
+
+void VMDeathEnded() {
+  g_death_ended.store(NowNanos(), std::memory_order_release);
+  g_in_death.fetch_sub(1, std::memory_order_acq_rel);
+}
 
 }  // namespace minivm

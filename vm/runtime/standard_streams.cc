@@ -5,6 +5,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <string>
+#include <utility>
 
 namespace minivm {
 namespace {
@@ -14,6 +17,9 @@ const char* StreamName(std::FILE* f) {
   if (f == stderr) return "stderr";
   return "the output stream";
 }
+
+std::mutex g_lost_mu;
+std::string g_lost_output;  // guarded by g_lost_mu: the first NoteLostOutput's message
 
 // Flushes f; returns 0 if nothing written to it was lost, else an errno
 // (`known`, the one from the flush, or EIO when neither says).
@@ -49,8 +55,22 @@ int FinishStandardStreams(std::FILE* out, std::FILE* err, int code, int out_errn
                  std::strerror(out_failed));
     err_failed = FlushAndCheck(err, 0);
   }
-  if ((out_failed != 0 || err_failed != 0) && code == 0) return 1;
+  std::string lost;
+  {
+    std::lock_guard<std::mutex> lock(g_lost_mu);
+    lost = g_lost_output;
+  }
+  if (!lost.empty() && err_failed == 0) {
+    std::fprintf(err, "minivm: error: %s\n", lost.c_str());
+    err_failed = FlushAndCheck(err, 0);
+  }
+  if ((out_failed != 0 || err_failed != 0 || !lost.empty()) && code == 0) return 1;
   return code;
+}
+
+void NoteLostOutput(std::string message) {
+  std::lock_guard<std::mutex> lock(g_lost_mu);
+  if (g_lost_output.empty()) g_lost_output = std::move(message);
 }
 
 }  // namespace minivm

@@ -17,10 +17,14 @@
 //  3. A failure turns exit code 0 into 1; a non-zero code (a runtime error,
 //     exit(n), a compile error) already says the run failed and is kept, as
 //     it carries more information.
+//  4. The VM's other outputs (--perf-map) follow the same rule: a write that
+//     fails is noted when it happens (NoteLostOutput) and reported at exit,
+//     one line, beside stdout's.
 #ifndef MINIVM_VM_RUNTIME_STANDARD_STREAMS_H_
 #define MINIVM_VM_RUNTIME_STANDARD_STREAMS_H_
 
 #include <cstdio>
+#include <string>
 
 namespace minivm {
 
@@ -34,6 +38,11 @@ void OccupyClosedStandardFds();
 // the first failed write to `out` seen during the run, or 0 (the reason a
 // flush at exit may no longer know).
 int FinishStandardStreams(std::FILE* out, std::FILE* err, int code, int out_errno = 0);
+
+// See 4. `message` ("--perf-map: cannot write 'F': <why>") is printed by
+// FinishStandardStreams as "minivm: error: <message>" and fails the run.
+// The first one noted is kept. Any thread.
+void NoteLostOutput(std::string message);
 
 }  // namespace minivm
 

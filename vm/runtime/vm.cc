@@ -5,7 +5,12 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <memory>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,10 +18,20 @@
 #include "vm/runtime/builtin_classes.h"
 #include "vm/runtime/errors.h"
 #include "vm/runtime/interpreter.h"
+#include "vm/runtime/signal_dispatcher.h"
 #include "vm/runtime/standard_streams.h"
 #include "vm/runtime/strings.h"
 
 namespace minivm {
+namespace {
+
+// How long a signal's end waits to flush the program's output before it
+// posts VMDeath without it (VM::FlushOutputWithin); well inside the bound
+// on the whole end (kEndBoundSeconds).
+constexpr std::chrono::seconds kOutputWait{2};
+static_assert(kOutputWait.count() < kEndBoundSeconds);
+
+}  // namespace
 
 VM::VM(std::unique_ptr<Program> program, VmOptions options)
     : program_(std::move(program)), options_(std::move(options)) {
@@ -153,7 +168,11 @@ void VM::Die(VMThread* t) {
   // included, so the flag cannot change any more.
   ToolHooks* hooks = hooks_.load(std::memory_order_acquire);
   if (hooks == nullptr || !vm_init_done_.load() || died_.exchange(true)) return;
+  // A signal's end does not count the agents' time here against its bound
+  // (vm/runtime/signal_dispatcher.h).
+  VMDeathBegins();
   hooks->OnVMDeath(t);
+  VMDeathEnded();
 }
 
 void VM::StopForever(VMThread* t) {
@@ -169,16 +188,64 @@ void VM::EndProcess(VMThread* t, int code, bool output_locked) {
     // them stopped: the output lock ends the process between two lines.
     heap_->StopMutatorsForExit(t != nullptr ? &t->mutator : nullptr);
   }
-  // After the stop: a thread waiting for the lock outside a blocked region
-  // (ReportError) must not hold the stop up.
-  if (!output_locked) output_mu_.lock();
-  // The program's output before the agents' last word, so that a second
-  // signal during a slow VMDeath cannot lose it. A failure is kept for
-  // ExitProcessLocked: a later flush no longer knows its reason.
-  errno = 0;
-  if (std::fflush(options_.out) != 0 && out_errno_ == 0) out_errno_ = errno != 0 ? errno : EIO;
+  // The output lock is taken after the stop: a thread waiting for it
+  // outside a blocked region (ReportError) must not hold the stop up.
+  // The program's output goes out before the agents' last word, so that a
+  // second signal during a slow VMDeath cannot lose it. On a signal's end
+  // (no VM thread), output that cannot be written soon (a pipe nobody
+  // reads) is given up instead, so that agents still get VMDeath.
+  if (t == nullptr && !output_locked) {
+    if (!FlushOutputWithin()) {
+      Die(t);
+      RemoveAttachSocket();
+      std::fprintf(options_.err,
+                   "minivm: error: cannot write to stdout: still blocked %d s after the signal\n",
+                   static_cast<int>(kOutputWait.count()));
+      std::fflush(options_.err);
+      _exit(code);
+    }
+  } else {
+    if (!output_locked) output_mu_.lock();
+    FlushOutputLocked();
+  }
   Die(t);
   ExitProcessLocked(code);
+}
+
+void VM::FlushOutputLocked() {
+  // A failure is kept for ExitProcessLocked: a later flush no longer knows
+  // its reason.
+  errno = 0;
+  if (std::fflush(options_.out) != 0 && out_errno_ == 0) out_errno_ = errno != 0 ? errno : EIO;
+}
+
+bool VM::FlushOutputWithin() {
+  struct Flushed {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto flushed = std::make_shared<Flushed>();
+  try {
+    std::thread([this, flushed] {
+      output_mu_.lock();
+      FlushOutputLocked();
+      {
+        std::lock_guard<std::mutex> lock(flushed->mu);
+        flushed->done = true;
+      }
+      flushed->cv.notify_all();
+      // output_mu_ stays held until the process ends, as the ending thread
+      // would hold it: no print may follow.
+      for (;;) pause();
+    }).detach();
+  } catch (const std::system_error&) {
+    output_mu_.lock();
+    FlushOutputLocked();
+    return true;
+  }
+  std::unique_lock<std::mutex> lock(flushed->mu);
+  return flushed->cv.wait_for(lock, kOutputWait, [&] { return flushed->done; });
 }
 
 void VM::ExitProcess(int code) {

@@ -76,8 +76,9 @@ class VM final : public gc::VmInterface {
 
   // Ends the VM from a thread that is not a VM thread (the signal
   // dispatcher's): stops every VM thread for good at a safepoint (threads
-  // blocked in join or output count as stopped), posts VMDeath on the
-  // calling thread, flushes stdout and ends the process with `code`. Returns
+  // blocked in join or output count as stopped), flushes stdout (giving it
+  // up if it is still blocked after a moment: FlushOutputWithin), posts
+  // VMDeath on the calling thread and ends the process with `code`. Returns
   // at once, doing nothing, if the VM is already ending. Only with
   // exit_process, and only once Run may have started.
   void Shutdown(int code);
@@ -170,6 +171,15 @@ class VM final : public gc::VmInterface {
   bool MaterializeStrings(VMThread* t);
   // Requires output_mu_.
   [[noreturn]] void ExitProcessLocked(int code);
+  // Requires output_mu_: flushes the program's output, keeping the first
+  // failure's errno in out_errno_.
+  void FlushOutputLocked();
+  // Shutdown's FlushOutputLocked, on a helper thread that then keeps
+  // output_mu_ for good. False if it had not finished within kOutputWait: a
+  // pipe nobody reads (or a print blocked in one, holding output_mu_) must
+  // not keep agents from VMDeath; the process then ends without touching
+  // the program's output again.
+  bool FlushOutputWithin();
 
   // Posts VMDeath, once, if VMInit completed (without agents: nothing).
   void Die(VMThread* t);

@@ -156,8 +156,19 @@ bool WriteOutput(const std::string& path, const std::string& data, std::string* 
   struct stat st;
   if (stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     if (S_ISDIR(st.st_mode)) return fail(EISDIR);
-    const int fd = open(target.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) return fail(errno);
+    // Not waiting for a FIFO's reader: with O_NONBLOCK, open fails at once
+    // (ENXIO) when there is none, where a plain open would wait for one, at
+    // VM death for ever. With a reader, writes go back to blocking.
+    const int fd = open(target.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+      if (errno == ENXIO && S_ISFIFO(st.st_mode)) {
+        *error = "cannot write " + path + ": no process has the FIFO open for reading";
+        return false;
+      }
+      return fail(errno);
+    }
+    const int flags = fcntl(fd, F_GETFL);
+    if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
     const bool ok = WriteAll(fd, data);
     const int err = errno;
     if (close(fd) != 0 && ok) return fail(errno);

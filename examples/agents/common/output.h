@@ -20,7 +20,11 @@ namespace agent {
 //    temporary file in the same directory and renamed over the name;
 //  - anything else (a device such as /dev/null or /dev/stdout, a FIFO) is
 //    written in place, never replaced, and a failed write (ENOSPC on
-//    /dev/full, EIO, EPIPE) is an error.
+//    /dev/full, EIO, EPIPE) is an error;
+//  - a FIFO is never waited for: WriteOutput fails at once when no process
+//    has it open for reading (a wait would hold the VM's end for ever), and
+//    writes to a reader that is there. OutputStream::Open, which runs when
+//    the agent loads, before the program starts, does wait for a reader.
 
 // Checks that `path` can be written: it is not empty and not a directory;
 // for a regular file or a new name its directory exists and is writable;

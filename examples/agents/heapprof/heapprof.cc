@@ -58,6 +58,9 @@
  *     count and the control file every 100 ms, and writes the dumps queued
  *     to it (dump_every's and gdump's, whose state was taken when they came
  *     due); nothing is ever written from a signal handler or a GC callback.
+ *     The handler, once installed, stays until the process ends, so that
+ *     SIGUSR2 never takes its default action (the end of the VM): a request
+ *     after the worker stopped (VM death, `stop`) is only counted.
  *  4. Callbacks arrive on several threads: HeapData and SiteTable lock
  *     internally; no agent lock is held across a VMTI call.
  *  5. Live means live (gc=1, the default): the final profile, the summary
@@ -163,29 +166,23 @@ void OnSigusr2(int) {
   errno = saved;
 }
 
-// The handler is installed by the first instance to start and the previous
-// one restored when the last instance dies.
-std::mutex g_signal_mu;
-int g_signal_users = 0;                 // guarded by g_signal_mu
-struct sigaction g_old_sigusr2;         // guarded by g_signal_mu
-bool g_signal_installed = false;        // guarded by g_signal_mu
+// The handler is installed when the first instance loads and stays
+// installed until the process ends: SIGUSR2's default action ends the
+// process, so a request that comes while an instance writes its final
+// profile (VM death) or after an attached instance's `stop` must still find
+// it. With no instance left to serve it, a request is only counted, and the
+// final profile already holds what a dump would have shown.
+std::once_flag g_sigusr2_once;
 
-void AcquireSigusr2() {
-  std::lock_guard<std::mutex> g(g_signal_mu);
-  if (g_signal_users++ > 0) return;
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = OnSigusr2;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  g_signal_installed = sigaction(SIGUSR2, &sa, &g_old_sigusr2) == 0;
-}
-
-void ReleaseSigusr2() {
-  std::lock_guard<std::mutex> g(g_signal_mu);
-  if (--g_signal_users > 0) return;
-  if (g_signal_installed) sigaction(SIGUSR2, &g_old_sigusr2, nullptr);
-  g_signal_installed = false;
+void InstallSigusr2() {
+  std::call_once(g_sigusr2_once, [] {
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_handler = OnSigusr2;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR2, &sa, nullptr);
+  });
 }
 
 // The profiler forcing a collection on this thread, if any. A forced
@@ -293,6 +290,9 @@ class Profiler {
                        "cannot be watched (it is deleted when seen): " + error);
       return nullptr;
     }
+    // From load on, before anything says heapprof is there (the serving
+    // line): a SIGUSR2 before VMInit is counted, and ignored by the worker.
+    InstallSigusr2();
     std::unique_ptr<HttpServer> http;
     if (c.http_port >= 0 && (http = Listen(c)) == nullptr) return nullptr;
     // retained=: the path search's scratch tags need an environment of
@@ -346,8 +346,6 @@ class Profiler {
       threads_.EnableSamplingIfSelected(env, main_thread, &log_);
     }
     sigusr2_seen_ = g_sigusr2_count.load(std::memory_order_relaxed);
-    AcquireSigusr2();
-    signal_acquired_ = true;
     StartWorker();
     if (http_ != nullptr) StartHttp();
   }
@@ -464,8 +462,6 @@ class Profiler {
     TakeOwedDumps(/*any_thread=*/true);  // every event is in before VMDeath
     StopWorker();
     if (http_ != nullptr) http_->Stop();
-    if (signal_acquired_) ReleaseSigusr2();
-    signal_acquired_ = false;
     const LiveNote note = CollectForLiveData(env, "at exit");
     std::vector<Row> rows;
     agent::SiteTable::Snapshot sites;
@@ -903,7 +899,6 @@ class Profiler {
   std::atomic<int64_t> next_tag_{1};
   std::atomic<int64_t> interval_{0};  // the VM's (see the constructor)
   std::atomic<bool> dead_{false};
-  bool signal_acquired_ = false;
   uint64_t sigusr2_seen_ = 0;  // the worker's
   std::atomic<uint64_t> gc_count_{0};
   std::atomic<int64_t> last_gc_ns_{0};  // steady_clock, of the last GarbageCollectionFinish

@@ -14,9 +14,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -134,7 +136,10 @@ class Connection final : public httplib::Stream {
         size_t len = scanned + 1 - line_start;
         bool blank = len == 1 || (len == 2 && buf_[line_start] == '\r');
         line_start = scanned + 1;
-        if (blank) return Head::kComplete;  // (a blank first line is httplib's to reject)
+        if (blank) {
+          head_end_ = line_start;
+          return Head::kComplete;  // (a blank first line is httplib's to reject)
+        }
         first_line = false;
       }
       char tmp[4096];
@@ -150,6 +155,39 @@ class Connection final : public httplib::Stream {
       if (w == WaitResult::kTimeout) return Head::kTimeout;
       if (w == WaitResult::kStop) return Head::kStop;
     }
+  }
+
+  // The body its Content-Length headers announce, judged from the head
+  // alone, before httplib reads any of it (design point 5), by Go's
+  // net/http's rules: every Content-Length header must have the same value,
+  // a decimal number below 2^63.
+  enum class Length { kOk, kBad, kTooLarge };
+  Length CheckContentLength() const {
+    bool seen = false;
+    std::string value;
+    size_t start = buf_.find('\n');  // the request line is not a header
+    while (start != std::string::npos && start + 1 < head_end_) {
+      const size_t line = start + 1;
+      const size_t end = buf_.find('\n', line);
+      start = end;
+      const size_t colon = buf_.find(':', line);
+      if (colon == std::string::npos || colon > end) continue;
+      if (!EqualsNoCase(buf_.substr(line, colon - line), "content-length")) continue;
+      std::string v = Trim(buf_.substr(colon + 1, end - colon - 1));
+      if (seen && v != value) return Length::kBad;
+      seen = true;
+      value = std::move(v);
+    }
+    if (!seen) return Length::kOk;
+    // 19 digits fit in 64 bits; 2^63 and more is bad, as in Go.
+    if (value.empty() || value.size() > 19) return Length::kBad;
+    uint64_t n = 0;
+    for (char ch : value) {
+      if (ch < '0' || ch > '9') return Length::kBad;
+      n = n * 10 + static_cast<uint64_t>(ch - '0');
+    }
+    if (n > static_cast<uint64_t>(INT64_MAX)) return Length::kBad;
+    return n > HttpServer::kMaxBody ? Length::kTooLarge : Length::kOk;
   }
 
   // The end of the request's headers: the response's clock starts.
@@ -229,6 +267,22 @@ class Connection final : public httplib::Stream {
   socket_t socket() const override { return fd_; }
 
  private:
+  static bool EqualsNoCase(const std::string& a, const char* b) {
+    size_t i = 0;
+    for (; i < a.size() && b[i] != '\0'; i++) {
+      if (std::tolower(static_cast<unsigned char>(a[i])) != b[i]) return false;
+    }
+    return i == a.size() && b[i] == '\0';
+  }
+
+  // Without the spaces, tabs and CR around a header's value.
+  static std::string Trim(const std::string& s) {
+    size_t b = 0, e = s.size();
+    while (b < e && (s[b] == ' ' || s[b] == '\t')) b++;
+    while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\r')) e--;
+    return s.substr(b, e - b);
+  }
+
   static void Describe(const sockaddr_storage& a, std::string* ip, int* port) {
     char buf[INET6_ADDRSTRLEN] = "";
     if (a.ss_family == AF_INET) {
@@ -288,8 +342,9 @@ class Connection final : public httplib::Stream {
   const Clock::time_point read_deadline_;
   Clock::time_point write_deadline_ = Clock::time_point::max();
   const bool no_wait_;
-  std::string buf_;  // the request head, and whatever came with it
-  size_t pos_ = 0;   // httplib has read buf_[0, pos_)
+  std::string buf_;      // the request head, and whatever came with it
+  size_t head_end_ = 0;  // the head is buf_[0, head_end_) once complete
+  size_t pos_ = 0;       // httplib has read buf_[0, pos_)
 };
 
 constexpr const char* kText = "text/plain; charset=utf-8";
@@ -415,6 +470,16 @@ class CppHttplibServer final : public HttpServer, public httplib::Server {
     } else {
       switch (c.ReadHead()) {
         case Connection::Head::kComplete: {
+          const Connection::Length length = c.CheckContentLength();
+          if (length == Connection::Length::kBad) {
+            c.SendPlain(400, "Bad Request", "heapprof: bad Content-Length\n");
+            break;
+          }
+          if (length == Connection::Length::kTooLarge) {
+            c.SendPlain(413, "Payload Too Large",
+                        "heapprof: Content-Length over " + std::to_string(kMaxBody) + " bytes\n");
+            break;
+          }
           bool closed = false;
           ok = process_request(c, /*close_connection=*/true, closed, [&c](httplib::Request& req) {
             c.StartResponse();

@@ -27,8 +27,12 @@
 //     to take more bytes.
 //  5. Limits, checked as the request head arrives, before httplib sees it: a
 //     request line over kMaxLine gets 414, a header line over kMaxLine or a
-//     head over kMaxHead gets 431; a POST body over kMaxBody gets httplib's
-//     413.
+//     head over kMaxHead gets 431. Then, still before any body is read, the
+//     Content-Length headers, by Go's net/http's rules: several that differ,
+//     or one that is not a decimal number below 2^63 (`-5`), get 400; one
+//     over kMaxBody gets 413. httplib cannot do this itself: it reads (or
+//     skips) the body before any hook of its own runs, and takes only the
+//     first of several Content-Length headers.
 //  6. Stop() is prompt whatever the clients do: every socket wait also polls
 //     an eventfd that Stop() makes readable, a stopping server never waits
 //     to write, and handlers in Sleep() wake up.
