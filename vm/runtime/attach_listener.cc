@@ -407,9 +407,10 @@ void RemoveSocketAndDie(int sig) {
 // Exits the process survives long enough to clean up after itself: exit()
 // (an agent's, from any thread) through atexit, and the signals that end a
 // process by default and that nothing else in the process has taken
-// (SIGHUP of a closed terminal, SIGPIPE of a closed pipe, resource
-// limits). A handler someone else installed is left alone, and a later one
-// replaces this one. Faults (SIGSEGV and the like) are left alone too: the
+// (SIGHUP of a closed terminal, resource limits; SIGPIPE only where the
+// signal dispatcher did not take it, vm/runtime/signal_dispatcher.h). A
+// handler someone else installed is left alone, and a later one replaces
+// this one. Faults (SIGSEGV and the like) are left alone too: the
 // sanitizers and agents may handle them. SIGKILL leaves the file;
 // the next client or VM removes it (RemoveStaleFiles).
 void RemoveSocketAtExit() {
