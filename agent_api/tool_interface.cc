@@ -622,6 +622,9 @@ void ToolInterface::UnregisterBatch(EventBatch* batch) {
 std::optional<gc::WeakEvent> ToolInterface::Claim(EventBatch& batch) {
   gc::MutexLock lock(&batches_mu_);
   if (EventsStoppedHere() || batch.next == batch.events.size()) return std::nullopt;
+  // In hand from here until DeliverBatch has handled it: VM death waits for
+  // it (DrainForDeath), since nothing else can see it any more.
+  events_in_hand_.fetch_add(1, std::memory_order_acq_rel);
   return batch.events[batch.next++];
 }
 
@@ -630,7 +633,10 @@ void ToolInterface::DeliverBatch(EventBatch& batch) {
   // .epoch), so a collection may run meanwhile, and a thread stopped for
   // good at VM death is never stopped in the middle of a batch.
   NativeScope native;
-  while (std::optional<gc::WeakEvent> e = Claim(batch)) HandleWeakEvent(*e);
+  while (std::optional<gc::WeakEvent> e = Claim(batch)) {
+    HandleWeakEvent(*e);
+    events_in_hand_.fetch_sub(1, std::memory_order_acq_rel);
+  }
 }
 
 void ToolInterface::HandleWeakEvent(gc::WeakEvent e) {
@@ -662,17 +668,13 @@ void ToolInterface::PostWeakEvent(Environment* env, gc::WeakEventKind kind, int6
       kind == gc::WeakEventKind::kPromoted ? VMTI_EVENT_OBJECT_PROMOTE : VMTI_EVENT_OBJECT_FREE;
   if (!env->ShouldPost(event, ts.thread)) return;
   const vmtiEventCallbacks callbacks = env->Callbacks();
-  weak_callbacks_running_.fetch_add(1, std::memory_order_acq_rel);
-  {
-    CallbackScope scope(ts);
-    NativeScope native;
-    if (event == VMTI_EVENT_OBJECT_PROMOTE) {
-      if (callbacks.ObjectPromote != nullptr) callbacks.ObjectPromote(env->AsVmti(), tag);
-    } else if (callbacks.ObjectFree != nullptr) {
-      callbacks.ObjectFree(env->AsVmti(), tag);
-    }
+  CallbackScope scope(ts);
+  NativeScope native;
+  if (event == VMTI_EVENT_OBJECT_PROMOTE) {
+    if (callbacks.ObjectPromote != nullptr) callbacks.ObjectPromote(env->AsVmti(), tag);
+  } else if (callbacks.ObjectFree != nullptr) {
+    callbacks.ObjectFree(env->AsVmti(), tag);
   }
-  weak_callbacks_running_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 void ToolInterface::DrainForDeath() {
@@ -687,10 +689,12 @@ void ToolInterface::DrainForDeath() {
     return out;
   };
   for (const gc::WeakEvent& e : take()) HandleWeakEvent(e);
-  // Callbacks other threads are in hand over what falls due after them
-  // (HandleWeakEvent's orphans); a blocked one is waited for only so long.
+  // Events other threads claimed before VM death began are theirs to
+  // deliver (a callback may be running), and they hand over what falls due
+  // after them (HandleWeakEvent's orphans); a blocked one is waited for only
+  // so long.
   const absl::Time deadline = absl::Now() + kDeathDrainWait;
-  while (weak_callbacks_running_.load(std::memory_order_acquire) > 0 && absl::Now() < deadline) {
+  while (events_in_hand_.load(std::memory_order_acquire) > 0 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(1));
   }
   for (const gc::WeakEvent& e : take()) HandleWeakEvent(e);

@@ -56,9 +56,10 @@
 //    would wait forever for a safepoint that cannot start). Before VMDeath
 //    is posted, the dying thread delivers every event of a completed
 //    collection that no thread claimed yet, waits up to kDeathDrainWait for
-//    callbacks other threads are running to return, and delivers what those
-//    handed over meanwhile; what a callback still blocked after that holds
-//    up (later events of its own object) is dropped.
+//    the events other threads claimed to be handled (their callbacks to
+//    return), and delivers what those handed over meanwhile; what a
+//    callback still blocked after that holds up (later events of its own
+//    object) is dropped.
 // 7. Agent threads (RunAgentThread, agent_threads.cc) are VM threads to the
 //    agent API (handles, names, ThreadStart/ThreadEnd, per-thread events)
 //    but outsiders to the heap: never attached, so never waited for by a
@@ -367,8 +368,8 @@ class ToolInterface final : public ToolHooks,
   std::vector<EventBatch*> batches_ ABSL_GUARDED_BY(batches_mu_);
   // Events due once VM death began, handed to the dying thread.
   std::vector<gc::WeakEvent> orphans_ ABSL_GUARDED_BY(batches_mu_);
-  // ObjectFree/ObjectPromote callbacks running now, on any thread.
-  std::atomic<int> weak_callbacks_running_{0};
+  // Events claimed (Claim) and not yet handled, on any thread.
+  std::atomic<int> events_in_hand_{0};
 
   // NewWeakRef handles: slot id + 1, so that null is never a valid handle.
   gc::Mutex weak_refs_mu_;
