@@ -667,16 +667,16 @@ vmtiError NewWeakRef(vmtiEnv* env, vmtiObject object, vmtiWeak* weak_ptr) {
 
 vmtiError IsWeakRefCleared(vmtiEnv* env, vmtiWeak weak, vmtiBool* cleared_ptr) {
   VMTI_ENTER(env, kLive, false);
-  if (!e->tool->ValidWeakRef(weak)) return VMTI_ERROR_INVALID_OBJECT;
+  const std::optional<bool> cleared = e->tool->IsWeakRefCleared(weak);
+  if (!cleared) return VMTI_ERROR_INVALID_OBJECT;
   VMTI_NOT_NULL(cleared_ptr);
-  *cleared_ptr = e->tool->IsWeakRefCleared(weak) ? 1 : 0;
+  *cleared_ptr = *cleared ? 1 : 0;
   return VMTI_ERROR_NONE;
 }
 
 vmtiError DeleteWeakRef(vmtiEnv* env, vmtiWeak weak) {
   VMTI_ENTER(env, kLive | kDead, false);
-  if (!e->tool->ValidWeakRef(weak)) return VMTI_ERROR_INVALID_OBJECT;
-  e->tool->DeleteWeakRef(weak);
+  if (!e->tool->DeleteWeakRef(weak)) return VMTI_ERROR_INVALID_OBJECT;
   return VMTI_ERROR_NONE;
 }
 

@@ -409,30 +409,31 @@ bool ToolInterface::ForceGarbageCollection() {
 
 vmtiWeak ToolInterface::NewWeakRef(gc::Object* obj) {
   const gc::WeakSlotId id = weak_table().Create(obj, 0);
-  gc::MutexLock lock(&weak_refs_mu_);
-  if (weak_ref_live_.size() <= id) weak_ref_live_.resize(id + 1);
-  weak_ref_live_[id] = true;
   return reinterpret_cast<vmtiWeak>(static_cast<uintptr_t>(id) + 1);
 }
 
-bool ToolInterface::ValidWeakRef(vmtiWeak weak) {
+namespace {
+// The slot a handle names, or a value no slot has (ids are 32 bits).
+gc::WeakSlotId WeakSlotOf(vmtiWeak weak) {
   const uintptr_t v = reinterpret_cast<uintptr_t>(weak);
-  gc::MutexLock lock(&weak_refs_mu_);
-  return v != 0 && v - 1 < weak_ref_live_.size() && weak_ref_live_[v - 1];
+  return v == 0 || v - 1 > UINT32_MAX - 1 ? UINT32_MAX : static_cast<gc::WeakSlotId>(v - 1);
 }
+}  // namespace
 
-bool ToolInterface::IsWeakRefCleared(vmtiWeak weak) {
-  const auto id = static_cast<gc::WeakSlotId>(reinterpret_cast<uintptr_t>(weak) - 1);
-  return weak_table().Get(id) == nullptr;
-}
-
-void ToolInterface::DeleteWeakRef(vmtiWeak weak) {
-  const auto id = static_cast<gc::WeakSlotId>(reinterpret_cast<uintptr_t>(weak) - 1);
-  {
-    gc::MutexLock lock(&weak_refs_mu_);
-    weak_ref_live_[id] = false;
+std::optional<bool> ToolInterface::IsWeakRefCleared(vmtiWeak weak) {
+  switch (weak_table().Find(WeakSlotOf(weak), 0)) {
+    case gc::WeakTable::Lookup::kAbsent:
+      return std::nullopt;
+    case gc::WeakTable::Lookup::kDied:
+      return true;
+    case gc::WeakTable::Lookup::kLive:
+      return false;
   }
-  weak_table().Delete(id);
+  return std::nullopt;
+}
+
+bool ToolInterface::DeleteWeakRef(vmtiWeak weak) {
+  return weak_table().TryDelete(WeakSlotOf(weak), 0);
 }
 
 // ---- Lifecycle events --------------------------------------------------

@@ -270,11 +270,17 @@ class ToolInterface final : public ToolHooks,
   vmtiError RunAgentThread(Environment* env, const char* name, vmtiStartFunction proc,
                            const void* arg, vmtiThread* thread_ptr);
 
-  // Weak references made with NewWeakRef (no events).
+  // Weak references made with NewWeakRef (no events): a handle is its weak
+  // slot's id + 1 (never null), and a slot with cookie 0 is a weak
+  // reference (tags.h), so the weak table alone validates handles, under
+  // its one lock. A handle kept after DeleteWeakRef may name a later weak
+  // reference that reuses the slot, as a JNI weak reference deleted twice
+  // is undefined; it never names a tag's slot or crashes the VM.
   vmtiWeak NewWeakRef(gc::Object* obj);
-  bool ValidWeakRef(vmtiWeak weak);
-  bool IsWeakRefCleared(vmtiWeak weak);
-  void DeleteWeakRef(vmtiWeak weak);
+  // nullopt: not a live weak reference handle.
+  std::optional<bool> IsWeakRefCleared(vmtiWeak weak);
+  // False: not a live weak reference handle.
+  bool DeleteWeakRef(vmtiWeak weak);
 
   // ToolHooks.
   void OnVMInit(VMThread* main) override;
@@ -371,9 +377,6 @@ class ToolInterface final : public ToolHooks,
   // Events claimed (Claim) and not yet handled, on any thread.
   std::atomic<int> events_in_hand_{0};
 
-  // NewWeakRef handles: slot id + 1, so that null is never a valid handle.
-  gc::Mutex weak_refs_mu_;
-  std::vector<bool> weak_ref_live_ ABSL_GUARDED_BY(weak_refs_mu_);
 };
 
 }  // namespace minivm::agent

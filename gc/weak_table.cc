@@ -41,6 +41,23 @@ uint32_t WeakTable::Delete(WeakSlotId id) {
   return reported;
 }
 
+WeakTable::Lookup WeakTable::Find(WeakSlotId id, uint64_t cookie) const {
+  MutexLock lock(&mu_);
+  if (id >= slots_.size() || !slots_[id].in_use || slots_[id].cookie != cookie) {
+    return Lookup::kAbsent;
+  }
+  return slots_[id].obj == nullptr ? Lookup::kDied : Lookup::kLive;
+}
+
+bool WeakTable::TryDelete(WeakSlotId id, uint64_t cookie) {
+  MutexLock lock(&mu_);
+  if (id >= slots_.size() || !slots_[id].in_use || slots_[id].cookie != cookie) return false;
+  slots_[id] = Slot{};
+  free_.push_back(id);
+  --live_;
+  return true;
+}
+
 size_t WeakTable::size() const {
   MutexLock lock(&mu_);
   return live_;

@@ -95,6 +95,13 @@ class WeakTable {
   // Frees the slot for reuse; returns how many kPromoted/kDied events it
   // reported in its life (design point 4).
   uint32_t Delete(WeakSlotId id);
+  // For ids a client hands out and gets back (an agent's weak references):
+  // nothing is trusted, nothing CHECKs. Whether `id` is a slot in use with
+  // `cookie`, and whether its object died; and a delete that happens only
+  // if it is (false otherwise, also for a second delete racing the first).
+  enum class Lookup { kAbsent, kLive, kDied };
+  Lookup Find(WeakSlotId id, uint64_t cookie) const;
+  bool TryDelete(WeakSlotId id, uint64_t cookie);
   size_t size() const;
 
   // GC only, inside a pause. Applies `fate` to every slot holding an

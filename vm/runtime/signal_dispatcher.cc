@@ -15,6 +15,7 @@
 
 #include "vm/runtime/attach_listener.h"
 #include "vm/runtime/attach_protocol.h"
+#include "vm/runtime/standard_streams.h"
 #include "vm/runtime/vm.h"
 
 namespace minivm {
@@ -28,7 +29,7 @@ bool g_quit_ignored = false;
 
 [[noreturn]] void ExitNow(int sig) {
   RemoveAttachSocket();  // a listening socket would outlive the process
-  _exit(128 + sig);
+  ExitWithoutFlushing(128 + sig);
 }
 
 int64_t NowNanos() {

@@ -39,6 +39,13 @@ void OccupyClosedStandardFds();
 // flush at exit may no longer know).
 int FinishStandardStreams(std::FILE* out, std::FILE* err, int code, int out_errno = 0);
 
+// Ends the process at once with `code`, flushing nothing: for the ends that
+// must not wait for a stream (stdout or stderr on a pipe nobody reads). The
+// exit_group system call rather than _exit: sanitizer runtimes intercept
+// _exit and flush every stdio stream first, which waits for ever on the
+// lock of the stream a blocked write holds.
+[[noreturn]] void ExitWithoutFlushing(int code);
+
 // See 4. `message` ("--perf-map: cannot write 'F': <why>") is printed by
 // FinishStandardStreams as "minivm: error: <message>" and fails the run.
 // The first one noted is kept. Any thread.

@@ -202,7 +202,7 @@ void VM::EndProcess(VMThread* t, int code, bool output_locked) {
                    "minivm: error: cannot write to stdout: still blocked %d s after the signal\n",
                    static_cast<int>(kOutputWait.count()));
       std::fflush(options_.err);
-      _exit(code);
+      ExitWithoutFlushing(code);
     }
   } else {
     if (!output_locked) output_mu_.lock();
