@@ -15,12 +15,14 @@
  * thread's tag operations) shows as too few forced collections and, on a
  * long enough program, the runner's timeout.
  *
- * Option `block_at_end`: once the program starts a thread (its last act
- * before it ends), the agent thread's first ObjectFree of its next
+ * Option `block_at_end`: once the program starts a thread (its cue that
+ * the end is near), the agent thread's first ObjectFree of its next
  * collection blocks until VMDeath: the rest of that collection's events
  * must still be delivered before VMDeath, by the thread ending the VM. The
  * blocked callback itself is waited for only about a second, then VMDeath
- * is posted and releases it. Prints `PASS forcer`.
+ * is posted and releases it. So that the program cannot end before that
+ * collection ran, its 1,000th sample after the cue waits (in the callback)
+ * until the agent thread has blocked. Prints `PASS forcer`.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -45,6 +47,7 @@ static int g_block_at_end;
 static pthread_mutex_t g_block_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_block_cv = PTHREAD_COND_INITIALIZER;
 static int g_ending, g_dead, g_blocked_once;
+static long long g_after_cue;  /* program samples since the cue; under g_block_lock */
 static __thread int t_is_forcer, t_new_batch;
 static int g_failures;
 static char g_fail[200];
@@ -57,6 +60,15 @@ static void on_sample(vmtiEnv* env, vmtiThread thread, vmtiObject object, vmtiCl
   (void)thread;
   (void)klass;
   (void)size;
+  if (g_block_at_end) {
+    pthread_mutex_lock(&g_block_lock);
+    if (g_ending && ++g_after_cue == 1000) {
+      /* The garbage made since the cue is what the agent thread's next
+       * collection frees: wait until it is blocked in that ObjectFree. */
+      while (!g_blocked_once) pthread_cond_wait(&g_block_cv, &g_block_lock);
+    }
+    pthread_mutex_unlock(&g_block_lock);
+  }
   pthread_mutex_lock(&g_lock);
   if (g_next_tag + 1 >= kMax) {
     pthread_mutex_unlock(&g_lock);
@@ -87,6 +99,7 @@ static void on_free(vmtiEnv* env, vmtiLong tag) {
   pthread_mutex_lock(&g_block_lock);
   if (g_ending && !g_blocked_once) {
     g_blocked_once = 1;
+    pthread_cond_broadcast(&g_block_cv);
     while (!g_dead) pthread_cond_wait(&g_block_cv, &g_block_lock);
   }
   pthread_mutex_unlock(&g_block_lock);

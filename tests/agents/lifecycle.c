@@ -60,7 +60,13 @@ static void on_sample(vmtiEnv* env, vmtiThread thread, vmtiObject object, vmtiCl
   vmtiGeneration gen = 0;
   vmtiError e2 = (*env)->GetObjectGeneration(env, object, &gen);
   pthread_mutex_lock(&g_lock);
-  if (e1 != VMTI_ERROR_NONE || e2 != VMTI_ERROR_NONE || gen != info.generation)
+  /* GetSampleInfo gives the generation at allocation; GetObjectGeneration
+   * the one now. They differ only if another thread's collection promoted
+   * the object (a root while the callback runs native) in between: then it
+   * was promoted before its tag was set, and no ObjectPromote will come. */
+  const int promoted_meanwhile =
+      info.generation == VMTI_GENERATION_YOUNG && gen == VMTI_GENERATION_OLD;
+  if (e1 != VMTI_ERROR_NONE || e2 != VMTI_ERROR_NONE || (gen != info.generation && !promoted_meanwhile))
     fail_locked("GetSampleInfo / GetObjectGeneration disagree", g_next_tag + 1);
   if (g_next_tag + 1 >= g_max) {
     fail_locked("too many samples for max=", g_max);
@@ -70,7 +76,8 @@ static void on_sample(vmtiEnv* env, vmtiThread thread, vmtiObject object, vmtiCl
   long long tag = ++g_next_tag;
   /* marked before SetTag: another thread's collection may promote the
    * object (a root while we run) before this callback returns */
-  g_entries[tag].state = S_ALLOC | (gen == VMTI_GENERATION_OLD ? S_BORN_OLD : 0);
+  g_entries[tag].state = (unsigned char)(S_ALLOC | (info.generation == VMTI_GENERATION_OLD ? S_BORN_OLD : 0) |
+                                         (promoted_meanwhile ? S_PROMOTED : 0));
   pthread_mutex_unlock(&g_lock);
 
   vmtiLong old_tag = -1;
