@@ -44,7 +44,7 @@
 //    the events of objects whose earlier event another thread is still
 //    delivering (that thread delivers them when it is done). Nesting: events
 //    that arise while the thread is inside a callback (a collection the
-//    callback forced) join the thread's deferred batch and are delivered
+//    callback forced) stay in the thread's pending batch and are delivered
 //    when its outermost callback returns, before it returns to the program;
 //    VMDeath's callbacks excepted, since nothing may follow VMDeath: a
 //    collection forced there delivers its events before it returns. Every
