@@ -1,5 +1,5 @@
 // RunAgentThread: JVMTI's agent threads, with a name instead of a Thread
-// object (tool_interface.h, design point 7).
+// object (tool_interface.h, .agent-threads).
 //
 // An agent thread is a VMThread the VM knows (GetAllThreads, GetThreadInfo
 // with its name, ThreadStart/ThreadEnd, per-thread event control) that runs

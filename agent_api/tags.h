@@ -11,8 +11,7 @@
 // .record.reuse  A record outlives its tag: clearing a tag (SetTag 0,
 //   DisposeEnvironment) or the object's death deletes the weak slot at once,
 //   but the record stays reserved until every event its slot reported has
-//   been handled (WeakTable::Delete says how many; weak_table.h, design
-//   point 4). So an event queued behind another thread's delivery can never
+//   been handled (WeakTable::Delete says how many; weak_table.h, .seq). So an event queued behind another thread's delivery can never
 //   be read as news about a later object that got the same record: when it
 //   is handled, the record is still the one it was about, cleared, and the
 //   event is dropped. Rejected: freeing the record with the tag (a queued

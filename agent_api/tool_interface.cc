@@ -51,7 +51,7 @@ vmtiError VmGetEnv(vmtiVM* vm, void** penv, vmtiInt version) {
 
 vmtiThread AsHandle(VMThread* t) { return reinterpret_cast<vmtiThread>(t); }
 
-// Every live HeldBatch of every thread (tool_interface.h, design point 8).
+// Every live HeldBatch of every thread (tool_interface.h, .held).
 // Never destroyed: threads' state may be torn down after static destructors.
 struct HeldRegistry {
   gc::Mutex mu;
@@ -356,7 +356,7 @@ bool ToolInterface::SamplingEnabledFor(gc::Mutator* m) {
 
 void ToolInterface::ReconfigureSampling() {
   if (phase() != VMTI_PHASE_LIVE || vm_ == nullptr) return;  // applied at VMInit
-  if (dying_.load(std::memory_order_acquire)) return;        // design point 6
+  if (dying_.load(std::memory_order_acquire)) return;        // .death
   // No lock here: a mutator waiting on a mutex could neither poll nor count
   // as blocked, and would stall the safepoint. Concurrent calls serialise in
   // the safepoint protocol, and each evaluates the settings current then.
@@ -567,7 +567,7 @@ void ToolInterface::OnGcStart() { PostGcEvent(VMTI_EVENT_GARBAGE_COLLECTION_STAR
 
 void ToolInterface::OnGcFinish() { PostGcEvent(VMTI_EVENT_GARBAGE_COLLECTION_FINISH); }
 
-// ---- ObjectPromote and ObjectFree (design point 5) ----------------------
+// ---- ObjectPromote and ObjectFree (.events) -----------------------------
 
 void DeliverPendingWeakEvents(AgentThreadState& ts) { ts.pending_tool->DrainPending(ts); }
 

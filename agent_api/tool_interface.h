@@ -3,18 +3,18 @@
 //
 // Design
 // ------
-// 1. Lifetime. Agents are loaded (Agent_OnLoad, phase ONLOAD) before the VM
+// .lifetime  Lifetime. Agents are loaded (Agent_OnLoad, phase ONLOAD) before the VM
 //    object exists; AttachVm then registers this object as the VM's
 //    ToolHooks and the heap's SampleObserver, GcObserver and WeakObserver.
 //    OnVMInit switches to LIVE and arms the sampler; OnVMDeath runs with
 //    every other thread stopped for good, switches to DEAD, and nothing is
 //    posted after it.
-// 2. Sampling control. A thread samples iff some live environment with the
+// .sampling  Sampling control. A thread samples iff some live environment with the
 //    capability enabled SampledObjectAlloc globally or for that thread.
 //    Every change to that predicate or to the interval re-arms every thread
 //    at a safepoint (Heap::ReconfigureSampling), so it takes effect at each
 //    thread's next allocation. Outside LIVE the settings are only recorded.
-// 3. Event dispatch. Callbacks run without any VMTI lock held (agents may
+// .dispatch  Event dispatch. Callbacks run without any VMTI lock held (agents may
 //    call back into VMTI, enable events, or force collections from them),
 //    and in native state (agent_api/thread_states.h: a collection may run
 //    while one runs; GarbageCollectionStart/Finish excepted, they run inside
@@ -24,7 +24,7 @@
 //    environments never disposed), read without a lock, so a sample costs in
 //    proportion to the environments alive, not to every one ever made
 //    (environment.h, .pool).
-// 4. Object handles. A vmtiObject is an opaque token naming a root slot
+// .handles  Object handles. A vmtiObject is an opaque token naming a root slot
 //    (the heap's sample root, which every collection visits and updates,
 //    also while the thread is native) for the duration of one callback,
 //    resolved only in the VM state (VmScope). Tokens are
@@ -32,9 +32,9 @@
 //    one even though the slot is the same; each thread keeps its live
 //    (token, slot) pairs, and anything else an agent passes is rejected with
 //    VMTI_ERROR_INVALID_OBJECT. A stale or forged handle cannot crash the VM.
-// 5. Lifecycle events. ObjectPromote and ObjectFree come from the GC's
+// .events  Lifecycle events. ObjectPromote and ObjectFree come from the GC's
 //    weak-slot reports, handed over after the pause by the thread that
-//    collected (gc/weak_table.h, design point 3), and delivered by that
+//    collected (gc/weak_table.h, .delivery), and delivered by that
 //    thread, in the order its collection found them. Per object, the tag
 //    map (tags.h, .order) keeps them in report order across threads and
 //    parks an early one with the object's record: so a callback that blocks
@@ -49,8 +49,8 @@
 //    VMDeath's callbacks excepted, since nothing may follow VMDeath: a
 //    collection forced there delivers its events before it returns. Every
 //    batch being delivered is registered (EventBatch), so VM death can take
-//    over what its thread has not claimed yet (point 6).
-// 6. VM death. Once VMDeath starts, every other thread is stopped for good:
+//    over what its thread has not claimed yet (.death).
+// .death  VM death. Once VMDeath starts, every other thread is stopped for good:
 //    re-configuring sampling is a no-op, and ForceGarbageCollection works only
 //    on the dying thread (any other caller, such as an agent's own thread,
 //    would wait forever for a safepoint that cannot start). Before VMDeath
@@ -60,21 +60,21 @@
 //    return), and delivers what those handed over meanwhile; what a
 //    callback still blocked after that holds up (later events of its own
 //    object) is dropped.
-// 7. Agent threads (RunAgentThread, agent_threads.cc) are VM threads to the
+// .agent-threads  Agent threads (RunAgentThread, agent_threads.cc) are VM threads to the
 //    agent API (handles, names, ThreadStart/ThreadEnd, per-thread events)
 //    but outsiders to the heap: never attached, so never waited for by a
 //    safepoint; their heap requests (collections, safepoint operations) are
 //    made as a non-mutator's (RequesterMutator). Once VM death begins no
 //    event is posted from any thread but the dying one (EventsStoppedHere),
 //    and their RawMonitorWaits are interrupted (raw_monitors.h).
-// 8. Held objects. GetObjectsWithTags returns handles that outlive one
+// .held  Held objects. GetObjectsWithTags returns handles that outlive one
 //    call: until the calling callback returns, or, on an agent's own thread,
 //    until the next VMTI call returns. Their slots are gathered with the
 //    world stopped and live in per-thread batches registered process-wide;
 //    the VM visits them with its global roots (VisitToolRoots), so they are
 //    updated when objects move. Tokens come from the same never-reused
 //    counter as callback handles.
-// 9. Attach. An agent may be loaded into the running VM
+// .attach  Attach. An agent may be loaded into the running VM
 //    (vm/runtime/attach_listener.h). If no agent was loaded at start-up, the
 //    ToolInterface is made then and AttachLive registers it in phase LIVE
 //    (no VMInit is posted); threads already running get ThreadEnd but no
@@ -115,7 +115,7 @@ namespace minivm::agent {
 
 class ToolInterface;
 
-// One thread's weak events on their way to the agents (design point 5).
+// One thread's weak events on their way to the agents (.events).
 // Registered with the ToolInterface while they are, so VM death can claim
 // what the thread has not.
 struct EventBatch {
@@ -136,7 +136,7 @@ struct AgentThreadState {
   int restricted_depth = 0;          // inside GarbageCollectionStart/Finish
   int heap_callback_depth = 0;       // inside a heap walk's callback (heap_walk.cc)
   int callback_depth = 0;            // inside an event callback (CallbackScope)
-  // Weak events this thread's collections found (design point 5),
+  // Weak events this thread's collections found (.events),
   // registered with `pending_tool` from the pause on; delivered after the
   // pause, or when callback_depth returns to 0 if they arose inside a
   // callback.
@@ -145,7 +145,7 @@ struct AgentThreadState {
   bool draining = false;  // DrainPending is on this thread's stack
   bool in_vm_death = false;        // inside VMDeath's callbacks
 
-  // Objects GetObjectsWithTags returned (design point 8): tokens
+  // Objects GetObjectsWithTags returned (.held): tokens
   // [first_token, first_token + slots.size()) name slots[i]. The slots are
   // roots (ToolInterface::VisitToolRoots) while the batch lives.
   struct HeldBatch {
@@ -163,7 +163,7 @@ struct AgentThreadState {
 };
 AgentThreadState& CurrentAgentThreadState();
 // The calling thread's mutator if it is a VM thread attached to the heap,
-// else null (agent threads and native threads; design point 7): the
+// else null (agent threads and native threads; .agent-threads): the
 // requester to name in heap calls that may start a safepoint.
 gc::Mutator* RequesterMutator();
 
@@ -187,7 +187,7 @@ inline void AgeHeldBatches(AgentThreadState& ts) {
     });
   }
 }
-// Delivers the thread's pending weak events (design point 5).
+// Delivers the thread's pending weak events (.events).
 void DeliverPendingWeakEvents(AgentThreadState& ts);
 // Marks the extent of one event callback: batches made inside it are
 // released when it returns, and weak events that arose inside the
@@ -225,7 +225,7 @@ class ToolInterface final : public ToolHooks,
   absl::Status LoadAgents(const std::vector<std::string>& agent_options);
   // Registers with the VM and its heap. Call once, after VM::Create.
   void AttachVm(VM* vm);
-  // For a ToolInterface made while the VM runs (attach, design point 8):
+  // For a ToolInterface made while the VM runs (.attach):
   // registers with the running VM directly in the LIVE phase. False (and
   // nothing registered with the VM) before the VM started or once it ends.
   bool AttachLive(VM* vm);
@@ -252,7 +252,7 @@ class ToolInterface final : public ToolHooks,
   VM* vm() const { return vm_; }
   int32_t interval() const { return interval_.load(std::memory_order_relaxed); }
   void SetInterval(int32_t interval);
-  // Re-evaluates which threads sample and re-arms them (design point 2).
+  // Re-evaluates which threads sample and re-arms them (.sampling).
   void ReconfigureSampling();
 
   // Resolves a vmtiThread argument (NULL = the current thread).
@@ -266,7 +266,7 @@ class ToolInterface final : public ToolHooks,
   bool ForceGarbageCollection();
 
   // RunAgentThread: starts `proc(env, arg)` on a new agent thread named
-  // `name` (design point 7). Arguments are checked by the caller.
+  // `name` (.agent-threads). Arguments are checked by the caller.
   vmtiError RunAgentThread(Environment* env, const char* name, vmtiStartFunction proc,
                            const void* arg, vmtiThread* thread_ptr);
 
@@ -303,14 +303,14 @@ class ToolInterface final : public ToolHooks,
   // gc::WeakObserver.
   void OnWeakEventsFound(absl::Span<const gc::WeakEvent> events) override;
   void DeliverFoundWeakEvents() override;
-  // Delivers ts.pending (design point 5).
+  // Delivers ts.pending (.events).
   void DrainPending(AgentThreadState& ts);
   // For a thread that ends with ts.pending undelivered: VM death takes it.
   void AbandonPending(AgentThreadState& ts);
 
  private:
   // Calls fn(env) for each live environment of this tool, lowest slot first
-  // (design point 3).
+  // (.dispatch).
   template <typename Fn>
   void ForEachEnvironment(Fn fn);
   // The live environment of this tool in pool slot `id`, or null.
@@ -318,7 +318,7 @@ class ToolInterface final : public ToolHooks,
   // Environments made so far: the next one's serial.
   uint64_t EnvironmentSerials() const { return next_serial_.load(std::memory_order_acquire); }
   void SetLive(int id, bool live);
-  // Weak-event delivery (design point 5).
+  // Weak-event delivery (.events).
   void DeliverBatch(EventBatch& batch);
   void RegisterBatch(EventBatch* batch);
   // Unregisters; events left unclaimed (VM death began) go to orphans_.
@@ -327,12 +327,12 @@ class ToolInterface final : public ToolHooks,
   // Handles e and whatever parked event of the same object falls due.
   void HandleWeakEvent(gc::WeakEvent e);
   void PostWeakEvent(Environment* env, gc::WeakEventKind kind, int64_t tag);
-  // VM death's share (design point 6): everything unclaimed, delivered here.
+  // VM death's share (.death): everything unclaimed, delivered here.
   void DrainForDeath();
   // GarbageCollectionStart/Finish to every environment that wants it.
   void PostGcEvent(vmtiEvent event);
   // True once VM death began, on every thread but the one posting VMDeath:
-  // no event may be posted there any more (design points 6 and 7).
+  // no event may be posted there any more (.death, .agent-threads).
   bool EventsStoppedHere() const;
 
   vmtiVMInterface vm_functions_;
@@ -369,7 +369,7 @@ class ToolInterface final : public ToolHooks,
   std::atomic<uint64_t> next_serial_{0};
   gc::Mutex envs_mu_;  // serialises NewEnvironment and DisposeEnvironment
 
-  // Weak-event delivery (design point 5).
+  // Weak-event delivery (.events).
   gc::Mutex batches_mu_;
   std::vector<EventBatch*> batches_ ABSL_GUARDED_BY(batches_mu_);
   // Events due once VM death began, handed to the dying thread.

@@ -25,7 +25,7 @@
 // 6. Weak slots are processed inside the pause once liveness is known; the
 //    weak observer takes their events before the world restarts and
 //    delivers them after, on the collecting thread (DeliverFoundWeakEvents;
-//    gc/weak_table.h, design point 3).
+//    gc/weak_table.h, .delivery).
 // 7. Old-generation occupancy target (Go's GOGC=100 pacing, by occupancy
 //    instead of a concurrent cycle): after each full collection the target
 //    becomes twice the old generation's live bytes, at least
@@ -185,9 +185,9 @@ GenerationalHeap::GcKind GenerationalHeap::Collect(Mutator* requester, GcCause c
                   Mib(after), Mib(size_), pause_ns / 1e6);
     std::fflush(options_.gc_log);
   }
-  // The observer takes the events while the world is still stopped (design
-  // point 6): whatever happens to this thread after the pause, they are
-  // where VM death can find them.
+  // The observer takes the events while the world is still stopped
+  // (gc/weak_table.h, .delivery): whatever happens to this thread after the
+  // pause, they are where VM death can find them.
   bool found = false;
   if (!events.empty()) {
     MutexLock lock(&observer_mu_);
@@ -331,7 +331,7 @@ void GenerationalHeap::VerifyNow(Mutator* requester) {
 }
 
 // Each collecting thread delivers its own collections' events (weak_table.h,
-// design point 3): no queue shared between threads, so an observer blocked
+// .delivery): no queue shared between threads, so an observer blocked
 // on one thread holds up no other thread's collection or delivery. Ordering
 // per slot is the observer's, by WeakEvent::seq.
 void GenerationalHeap::DeliverFoundWeakEvents() {

@@ -1,18 +1,18 @@
 // Weakly held object slots, and the events the GC reports about them.
 //
 // Design:
-// 1. One mechanism for every weak reference the runtime needs (the agent
+// .slots  One mechanism for every weak reference the runtime needs (the agent
 //    API's tracked samples first): a slot holds an object and a client
 //    cookie; Get returns the object's current address, or null once it died.
 //    Slots are usable from any thread; one mutex guards the table. A caller
 //    must be a running mutator (or hold no heap pointers across a safepoint)
 //    for the returned address to stay valid, exactly like any other pointer.
-// 2. The GC processes the table inside the pause, after it has found
+// .pause  The GC processes the table inside the pause, after it has found
 //    every live object: it rewrites moved slots, clears dead ones, and
 //    records one WeakEvent per affected slot: kMoved (still young),
 //    kPromoted (now in the old generation) or kDied. Old objects that survive
 //    a collection report nothing.
-// 3. Events are buffered during the pause and handed to the WeakObserver
+// .delivery  Events are buffered during the pause and handed to the WeakObserver
 //    after the world restarts, never inside the stop-the-world: an observer
 //    may allocate, take locks or run agent code. Each collecting thread
 //    hands over its own collection's events (in slot order) and nothing
@@ -26,14 +26,14 @@
 //    wait for other threads' callbacks); calling the observer inside the
 //    pause (an agent that allocates would deadlock); per-slot callbacks
 //    under the table lock (same problem).
-// 4. Sequence: each slot numbers the kPromoted and kDied events it reports,
+// .seq  Sequence: each slot numbers the kPromoted and kDied events it reports,
 //    from 0 (WeakEvent::seq; kMoved events are not numbered: they carry no
 //    news an observer must order). An observer that acts on a slot's event
 //    k only after acting on k-1 sees every slot's events in the order the
 //    collections found them, however the threads interleave. Delete returns
 //    how many events the slot reported in all, so the client knows how
 //    many to wait for before it reuses whatever the cookie names.
-// 5. A died slot stays allocated (reading null) until the client deletes it,
+// .died  A died slot stays allocated (reading null) until the client deletes it,
 //    so the cookie in the event can still name it.
 #ifndef MINIVM_GC_WEAK_TABLE_H_
 #define MINIVM_GC_WEAK_TABLE_H_
@@ -61,7 +61,7 @@ struct WeakEvent {
 };
 
 // Implemented outside gc/ (the agent API), on the thread that ran the
-// collection (design point 3): on several threads at once, and re-entered
+// collection (.delivery): on several threads at once, and re-entered
 // on one thread by an observer that collects.
 class WeakObserver {
  public:
@@ -93,7 +93,7 @@ class WeakTable {
   Object* Get(WeakSlotId id) const;
   uint64_t Cookie(WeakSlotId id) const;
   // Frees the slot for reuse; returns how many kPromoted/kDied events it
-  // reported in its life (design point 4).
+  // reported in its life (.seq).
   uint32_t Delete(WeakSlotId id);
   // For ids a client hands out and gets back (an agent's weak references):
   // nothing is trusted, nothing CHECKs. Whether `id` is a slot in use with

@@ -43,7 +43,7 @@ constexpr int64_t kSecond = 1000000000;
 // again this often to see whether they have returned.
 constexpr int64_t kDeathPoll = kSecond / 5;
 
-// Agents in VMDeath now (design point 7), and when the last one returned
+// Agents in VMDeath now (.bound), and when the last one returned
 // (steady clock, ns; 0: never).
 std::atomic<int> g_in_death{0};
 std::atomic<int64_t> g_death_ended{0};
@@ -51,7 +51,7 @@ std::atomic<int64_t> g_death_ended{0};
 void SigPipeIgnored(int) {}
 
 // How long the dispatcher may wait for the next signal after the first;
-// ends the process if the end has overrun its bound (design point 7).
+// ends the process if the end has overrun its bound (.bound).
 struct timespec EndWait(int first_sig, int64_t first_at) {
   int64_t wait = kDeathPoll;
   if (g_in_death.load(std::memory_order_acquire) == 0) {
@@ -81,9 +81,9 @@ void DispatcherLoop(sigset_t handled) {
       sig = sigtimedwait(&handled, nullptr, &wait);
       if (sig < 0) continue;  // EAGAIN: time to look at the end again; EINTR
     }
-    // An attach request (design point 6) is not an end.
+    // An attach request (.quit) is not an end.
     if (sig == SIGQUIT && (HandleAttachSignal() || g_quit_ignored)) continue;
-    if (first_sig != 0) ExitNow(sig);  // design point 3
+    if (first_sig != 0) ExitNow(sig);  // .second
     first_sig = sig;
     first_at = NowNanos();
     VM* vm = g_target.load(std::memory_order_acquire);
@@ -102,7 +102,7 @@ void DispatcherLoop(sigset_t handled) {
 }  // namespace
 
 void StartSignalDispatcher() {
-  // Design point 8. Left alone if ignored at start, as the others.
+  // .pipe: Left alone if ignored at start, as the others.
   struct sigaction pipe_action;
   if (sigaction(SIGPIPE, nullptr, &pipe_action) == 0 && pipe_action.sa_handler != SIG_IGN) {
     struct sigaction sa = {};
@@ -117,7 +117,7 @@ void StartSignalDispatcher() {
     struct sigaction current;
     if (sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) {
       if (sig != SIGQUIT) continue;
-      g_quit_ignored = true;  // design point 6
+      g_quit_ignored = true;  // .quit
     }
     sigaddset(&handled, sig);
   }

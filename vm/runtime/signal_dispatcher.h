@@ -6,13 +6,13 @@
 // the process: a write to a closed pipe fails with EPIPE instead.
 //
 // Design
-// 1. Nothing runs in a signal handler. StartSignalDispatcher blocks SIGINT
+// .no-handler  Nothing runs in a signal handler. StartSignalDispatcher blocks SIGINT
 //    and SIGTERM in the calling thread (main, before any other thread
 //    exists), so every thread the process creates — VM threads, the JIT's
 //    compiler, agents' threads — inherits the mask, and the signals are only
 //    ever taken by the dispatcher thread's sigwait. No VM or agent thread
 //    sees EINTR because of them.
-// 2. The first signal: once a VM is the target (SetSignalTarget), a new
+// .first  The first signal: once a VM is the target (SetSignalTarget), a new
 //    shutdown thread calls VM::Shutdown(128 + sig), which stops the VM
 //    threads for good (threads blocked in join or output already count as
 //    stopped), flushes stdout, posts VMDeath (if VMInit completed) and _exits;
@@ -21,14 +21,14 @@
 //    _exits at once. If the VM is already ending (main returned, exit(n), a
 //    runtime error), that end goes on with its own exit code, and the
 //    signal counts as the first.
-// 3. Any later signal: _exit(128 + sig) at once, even in the middle of
+// .second  Any later signal: _exit(128 + sig) at once, even in the middle of
 //    VMDeath — a half-written profile is what a second Ctrl-C asks for.
-// 4. A signal ignored when minivm starts (`prog &` in a non-interactive
+// .ignored  A signal ignored when minivm starts (`prog &` in a non-interactive
 //    shell ignores SIGINT) stays ignored: blocked signals are queued even
 //    when ignored, so it is left out of the set (HotSpot does the same).
-// 5. The cost is one thread asleep in sigwait: nothing on the allocation
+// .cost  The cost is one thread asleep in sigwait: nothing on the allocation
 //    path or in the interpreter loop, with or without agents.
-// 6. SIGQUIT is taken too. With the attach trigger file present it is a
+// .quit  SIGQUIT is taken too. With the attach trigger file present it is a
 //    request to start the attach listener (vm/runtime/attach_listener.h)
 //    and nothing else; without it, it ends the VM like SIGINT (exit 131:
 //    in order, with VMDeath and the program's output, where the default
@@ -40,7 +40,7 @@
 //    before it sends SIGQUIT to a process, since to any other program the
 //    signal may be fatal. A name in /proc, readable by every user, needs
 //    no file the VM would have to make and remove.
-// 7. The end the first signal starts is bounded, so that it ends the
+// .bound  The end the first signal starts is bounded, so that it ends the
 //    process whatever blocks it (a program's stdout that nobody reads, a
 //    thread that never reaches a safepoint, an end already under way that is
 //    stuck): the dispatcher waits for the next signal with a timeout, and
@@ -52,7 +52,7 @@
 //    VM brackets VMDeath with VMDeathBegins/VMDeathEnded for this. Within
 //    the bound the VM gives up a stdout that stays blocked (VM::Shutdown),
 //    so that a pipe nobody reads does not cost the agents their VMDeath.
-// 8. SIGPIPE gets a handler that does nothing (as the JVM's), so that a
+// .pipe  SIGPIPE gets a handler that does nothing (as the JVM's), so that a
 //    write to a pipe or socket whose reader has gone fails with EPIPE on
 //    every thread, the program's stdout included (`minivm prog | head`):
 //    print then ends the VM in order, exit code 1 (vm/runtime/standard_streams.h),
@@ -78,7 +78,7 @@ namespace minivm {
 
 class VM;
 
-// Design point 7: how long the end begun by a signal may take, not counting
+// .bound: how long the end begun by a signal may take, not counting
 // agents' time in VMDeath (docs/language.md, "Exit codes").
 inline constexpr int kEndBoundSeconds = 5;
 
@@ -90,7 +90,7 @@ void StartSignalDispatcher();
 // ends with _exit, never by returning from main, once a VM runs).
 void SetSignalTarget(VM* vm);
 
-// Around each posting of VMDeath to the agents (design point 7). Any thread.
+// Around each posting of VMDeath to the agents (.bound). Any thread.
 void VMDeathBegins();
 void VMDeathEnded();
 

@@ -158,7 +158,7 @@ class Connection final : public httplib::Stream {
   }
 
   // The body its Content-Length headers announce, judged from the head
-  // alone, before httplib reads any of it (design point 5), by Go's
+  // alone, before httplib reads any of it (http_server.h, "Limits"), by Go's
   // net/http's rules: every Content-Length header must have the same value,
   // a decimal number below 2^63.
   enum class Length { kOk, kBad, kTooLarge };

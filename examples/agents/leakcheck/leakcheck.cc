@@ -289,7 +289,8 @@ class Checker {
     // Outside the lock: the collection's ObjectFree events take it. They
     // are delivered once this callback returns (docs/agent-api.md,
     // "Delivery rules"), so the snapshot waits for this thread's next
-    // sample (design point 2).
+    // sample (the design's snapshot rule, point "Snapshots only at full
+    // collections" above).
     if (force) Force(env);
   }
 

@@ -1,4 +1,4 @@
-// Event dispatch (agent_api/tool_interface.h, design points 3 and 5) with a
+// Event dispatch (agent_api/tool_interface.h, .dispatch and .events) with a
 // real VM running a hand-assembled program: which environments an event
 // reaches, in which order, and what a callback's own VMTI calls change.
 #include <string>

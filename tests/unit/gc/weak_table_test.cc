@@ -118,7 +118,7 @@ TEST_F(WeakTableTest, LargeObjectsDieInFullCollections) {
 
 // An observer that allocates (and so may collect) from inside the callback:
 // the nested collection's events reach it on the same thread, re-entering
-// it (weak_table.h, design point 3: ordering and nesting rules are the
+// it (weak_table.h, .delivery: ordering and nesting rules are the
 // observer's), in collection order, with no deadlock.
 struct AllocatingObserver : WeakObserver {
   Mutator* m = nullptr;
