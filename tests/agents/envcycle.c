@@ -19,7 +19,9 @@
  * a disposed profile gets no event at all; every profile that tagged
  * objects which died before it was disposed got ObjectFree events (summed
  * over all profiles, frees > 0). VMDeath prints `profiles N` and
- * `PASS envcycle`.
+ * `PASS envcycle`. An event after DisposeEnvironment fails only on the
+ * thread that disposed (elsewhere it may be a callback already under way,
+ * which JVMTI lets finish); the sample checks assume one program thread.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -30,13 +32,14 @@
 #include "vmti/vmti.h"
 
 enum { kLive = 30, kStopped = 30, kMaxProfiles = 8 };
-enum { P_SAMPLING = 1, P_STOPPED = 2, P_DISPOSED = 3 };
+enum { P_SAMPLING = 1, P_STOPPED = 2, P_DISPOSING = 3, P_DISPOSED = 4 };
 
 typedef struct {
   vmtiEnv* env;
   int state;
   long long started_at;  /* controller sample count */
   long long samples, frees, promotes;
+  pthread_t disposer;  /* P_DISPOSED: the thread whose DisposeEnvironment returned */
 } Profile;
 
 static vmtiVM* g_vm;
@@ -51,6 +54,13 @@ static char g_fail[200];
 
 static void fail_locked(const char* what, long long n) {
   if (g_failures++ == 0) snprintf(g_fail, sizeof g_fail, "%s (%lld)", what, n);
+}
+
+/* An event for a disposed profile: on the thread that disposed of it, it
+ * surely came after DisposeEnvironment returned; on another thread it may
+ * be a callback that was already under way (JVMTI lets those finish). */
+static int after_dispose_locked(const Profile* p) {
+  return p != NULL && p->state == P_DISPOSED && pthread_equal(p->disposer, pthread_self());
 }
 
 /* The profile whose environment is env, or NULL (with g_lock held). */
@@ -87,7 +97,7 @@ static void profile_free(vmtiEnv* env, vmtiLong tag) {
   (void)tag;
   pthread_mutex_lock(&g_lock);
   Profile* p = find_locked(env);
-  if (p == NULL) fail_locked("ObjectFree for a disposed profile", tag);
+  if (p == NULL || after_dispose_locked(p)) fail_locked("ObjectFree for a disposed profile", tag);
   else p->frees++;
   g_total_frees++;
   pthread_mutex_unlock(&g_lock);
@@ -97,7 +107,7 @@ static void profile_promote(vmtiEnv* env, vmtiLong tag) {
   (void)tag;
   pthread_mutex_lock(&g_lock);
   Profile* p = find_locked(env);
-  if (p == NULL) fail_locked("ObjectPromote for a disposed profile", tag);
+  if (p == NULL || after_dispose_locked(p)) fail_locked("ObjectPromote for a disposed profile", tag);
   else p->promotes++;
   g_total_promotes++;
   pthread_mutex_unlock(&g_lock);
@@ -144,6 +154,7 @@ static void control_sample(vmtiEnv* env, vmtiThread thread, vmtiObject object, v
       p->state = P_STOPPED;
       to_stop[stops++] = p->env;
     } else if (p->state == P_STOPPED && n - p->started_at >= kLive + kStopped) {
+      p->state = P_DISPOSING;  /* one thread disposes of it */
       to_dispose[disposes++] = p->env;
     }
   }
@@ -159,16 +170,16 @@ static void control_sample(vmtiEnv* env, vmtiThread thread, vmtiObject object, v
     }
   }
   for (int i = 0; i < disposes; i++) {
-    /* Forgotten first: an event after DisposeEnvironment finds no profile. */
+    const vmtiError e = (*to_dispose[i])->DisposeEnvironment(to_dispose[i]);
+    /* Forgotten once disposed: an event after this finds no profile. */
     pthread_mutex_lock(&g_lock);
+    if (e != VMTI_ERROR_NONE) fail_locked("DisposeEnvironment", n);
     Profile* p = find_locked(to_dispose[i]);
-    if (p) p->state = 0;
-    pthread_mutex_unlock(&g_lock);
-    if ((*to_dispose[i])->DisposeEnvironment(to_dispose[i]) != VMTI_ERROR_NONE) {
-      pthread_mutex_lock(&g_lock);
-      fail_locked("DisposeEnvironment", n);
-      pthread_mutex_unlock(&g_lock);
+    if (p) {
+      p->state = P_DISPOSED;
+      p->disposer = pthread_self();
     }
+    pthread_mutex_unlock(&g_lock);
   }
   if (!start) return;
   /* This allocation is marked: the profile started now must not get it. */
@@ -182,7 +193,7 @@ static void control_sample(vmtiEnv* env, vmtiThread thread, vmtiObject object, v
   }
   int slot = -1;
   for (int i = 0; i < kMaxProfiles && slot < 0; i++)
-    if (g_profiles[i].state == 0) slot = i;
+    if (g_profiles[i].state == 0 || g_profiles[i].state == P_DISPOSED) slot = i;
   if (slot < 0) {
     fail_locked("more live profiles than expected", n);
     pthread_mutex_unlock(&g_lock);
