@@ -220,7 +220,8 @@ void GenerationalHeap::MinorCollection(std::vector<WeakEvent>* events) {
   VisitAllRoots(scavenger);
   scavenger.ScanDirtyCards();
   scavenger.Drain();
-  weak_.Process([&](Object* o, WeakTable::Fate* f) { return scavenger.WeakFate(o, f); }, events);
+  weak_.Process(WeakTable::Scope::kYoung,
+                [&](Object* o, WeakTable::Fate* f) { return scavenger.WeakFate(o, f); }, events);
   young_->FinishScavenge();
   UpdateTenuringThreshold(scavenger.age_bytes());
   if (options_.young_bytes == 0) {  // design 8
@@ -235,6 +236,7 @@ void GenerationalHeap::FullCollection(std::vector<WeakEvent>* events) {
   VisitAllRoots(marker);
   marker.Drain();
   weak_.Process(
+      WeakTable::Scope::kAll,
       [](Object* o, WeakTable::Fate* f) {
         if (Marker::IsMarked(o)) return false;
         *f = {WeakEventKind::kDied, nullptr};
@@ -247,7 +249,9 @@ void GenerationalHeap::FullCollection(std::vector<WeakEvent>* events) {
     VisitAllRoots(scavenger);
     scavenger.ScanDirtyCards();
     scavenger.Drain();
-    weak_.Process([&](Object* o, WeakTable::Fate* f) { return scavenger.WeakFate(o, f); }, events);
+    weak_.Process(WeakTable::Scope::kYoung,
+                  [&](Object* o, WeakTable::Fate* f) { return scavenger.WeakFate(o, f); },
+                  events);
     young_->ResetAll();
     // Deaths were found while marking, promotions now: report each
     // collection's events in slot order all the same.

@@ -1,5 +1,7 @@
 #include "gc/weak_table.h"
 
+#include <algorithm>
+
 #include "gc/check.h"
 
 namespace minivm::gc {
@@ -14,7 +16,9 @@ WeakSlotId WeakTable::Create(Object* obj, uint64_t cookie) {
     id = static_cast<WeakSlotId>(slots_.size());
     slots_.emplace_back();
   }
-  slots_[id] = Slot{obj, cookie, 0, true};
+  const bool listed = slots_[id].listed_young;
+  slots_[id] = Slot{obj, cookie, 0, true, true};
+  if (!listed) young_.push_back(id);
   ++live_;
   return id;
 }
@@ -35,7 +39,7 @@ uint32_t WeakTable::Delete(WeakSlotId id) {
   MutexLock lock(&mu_);
   MINIVM_GC_CHECK(id < slots_.size() && slots_[id].in_use, "weak slot %d deleted twice", id);
   const uint32_t reported = slots_[id].reported;
-  slots_[id] = Slot{};
+  slots_[id] = Slot{.listed_young = slots_[id].listed_young};
   free_.push_back(id);
   --live_;
   return reported;
@@ -52,7 +56,7 @@ WeakTable::Lookup WeakTable::Find(WeakSlotId id, uint64_t cookie) const {
 bool WeakTable::TryDelete(WeakSlotId id, uint64_t cookie) {
   MutexLock lock(&mu_);
   if (id >= slots_.size() || !slots_[id].in_use || slots_[id].cookie != cookie) return false;
-  slots_[id] = Slot{};
+  slots_[id] = Slot{.listed_young = slots_[id].listed_young};
   free_.push_back(id);
   --live_;
   return true;
@@ -63,18 +67,42 @@ size_t WeakTable::size() const {
   return live_;
 }
 
-void WeakTable::Process(FateFn fate, std::vector<WeakEvent>* events) {
-  MutexLock lock(&mu_);
-  for (WeakSlotId id = 0; id < slots_.size(); ++id) {
-    Slot& s = slots_[id];
-    if (!s.in_use || s.obj == nullptr) continue;
-    Fate f{};
-    if (!fate(s.obj, &f)) continue;
-    s.obj = f.kind == WeakEventKind::kDied ? nullptr : f.new_address;
-    if (events == nullptr) continue;
+bool WeakTable::Apply(WeakSlotId id, FateFn fate, std::vector<WeakEvent>* events,
+                      WeakEventKind* kind) {
+  Slot& s = slots_[id];
+  Fate f{};
+  if (!fate(s.obj, &f)) return false;
+  *kind = f.kind;
+  s.obj = f.kind == WeakEventKind::kDied ? nullptr : f.new_address;
+  if (events != nullptr) {
     const uint32_t seq = f.kind == WeakEventKind::kMoved ? 0 : s.reported++;
     events->push_back(WeakEvent{f.kind, id, s.cookie, s.obj, seq});
   }
+  return true;
+}
+
+void WeakTable::Process(Scope scope, FateFn fate, std::vector<WeakEvent>* events) {
+  MutexLock lock(&mu_);
+  WeakEventKind kind;
+  if (scope == Scope::kAll) {
+    for (WeakSlotId id = 0; id < slots_.size(); ++id) {
+      if (slots_[id].in_use && slots_[id].obj != nullptr) Apply(id, fate, events, &kind);
+    }
+    return;
+  }
+  std::sort(young_.begin(), young_.end());
+  size_t kept = 0;
+  for (const WeakSlotId id : young_) {
+    Slot& s = slots_[id];
+    const bool still_young = s.in_use && s.obj != nullptr && Apply(id, fate, events, &kind) &&
+                             kind == WeakEventKind::kMoved;
+    if (still_young) {
+      young_[kept++] = id;
+    } else {
+      s.listed_young = false;
+    }
+  }
+  young_.resize(kept);
 }
 
 void WeakTable::ForEach(absl::FunctionRef<void(Object*)> fn) const {

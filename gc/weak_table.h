@@ -35,6 +35,19 @@
 //    many to wait for before it reuses whatever the cookie names.
 // .died  A died slot stays allocated (reading null) until the client deletes it,
 //    so the cookie in the event can still name it.
+// .young  A minor collection visits only the slots that may hold a young
+//    object: a list of them, which a slot joins when it is created and
+//    leaves once its object is found promoted, dead or outside the young
+//    generation (objects never become young again), or the slot is
+//    deleted. So a minor pause costs in proportion to the samples taken
+//    since the last one, not to every sample an agent ever kept: an agent
+//    holding a weak reference per sample for a whole run (HotSpot's
+//    HeapMonitor tests do) would otherwise make every minor collection scan
+//    them all. The list is sorted before each pass, so events still come in
+//    slot order. A full collection visits every slot (old objects die
+//    there). Rejected: a generation bit per slot scanned in full (still a
+//    pass over every slot); two tables, young and old (a promotion would
+//    move the slot and change the id agents hold).
 #ifndef MINIVM_GC_WEAK_TABLE_H_
 #define MINIVM_GC_WEAK_TABLE_H_
 
@@ -104,9 +117,15 @@ class WeakTable {
   bool TryDelete(WeakSlotId id, uint64_t cookie);
   size_t size() const;
 
-  // GC only, inside a pause. Applies `fate` to every slot holding an
-  // object; appends events when `events` is non-null.
-  void Process(FateFn fate, std::vector<WeakEvent>* events);
+  // Which slots a pass visits (.young): those that may hold a young
+  // object, for a collection that moves or frees only young objects, or
+  // every slot holding an object.
+  enum class Scope { kYoung, kAll };
+  // GC only, inside a pause. Applies `fate` to the slots of `scope` that
+  // hold an object, in slot order; appends events when `events` is
+  // non-null. In a kYoung pass, `fate` returning false means the object is
+  // not young (.young).
+  void Process(Scope scope, FateFn fate, std::vector<WeakEvent>* events);
   // GC only (verifier): visits every held object.
   void ForEach(absl::FunctionRef<void(Object*)> fn) const;
 
@@ -116,10 +135,16 @@ class WeakTable {
     uint64_t cookie = 0;
     uint32_t reported = 0;  // kPromoted/kDied events so far: the next seq
     bool in_use = false;
+    bool listed_young = false;  // in young_ (outlives a Delete until the next pass)
   };
+  // Applies `fate` to slot `id` (which holds an object) and records the
+  // event; false when the object was unaffected, else its fate in *kind.
+  bool Apply(WeakSlotId id, FateFn fate, std::vector<WeakEvent>* events, WeakEventKind* kind)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   mutable Mutex mu_;
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<WeakSlotId> free_ ABSL_GUARDED_BY(mu_);
+  std::vector<WeakSlotId> young_ ABSL_GUARDED_BY(mu_);  // .young, each id once
   size_t live_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -116,6 +116,64 @@ TEST_F(WeakTableTest, LargeObjectsDieInFullCollections) {
   EXPECT_EQ(observer_.events[0].kind, WeakEventKind::kDied);
 }
 
+// .young, on the table alone: a kYoung pass visits the slots created since
+// the last one and those that stayed young, in slot order; a slot whose
+// object left the young generation (promoted, dead, never young) or that
+// was deleted is not visited again, and a reused id is visited once.
+TEST(WeakTableYoungTest, YoungPassesVisitOnlyWhatMayBeYoung) {
+  WeakTable w;
+  Object objs[6];
+  Object moved;
+  Object promoted;
+  auto obj = [&](int i) { return &objs[i]; };
+  std::vector<WeakSlotId> ids;
+  for (int i = 0; i < 6; ++i) ids.push_back(w.Create(obj(i), 100 + i));
+  // 0 stays young, 1 is promoted, 2 dies, 3 is old already, 4 is deleted
+  // before the pass, 5 stays young.
+  w.Delete(ids[4]);
+  std::vector<Object*> visited;
+  auto first = [&](Object* o, WeakTable::Fate* f) {
+    visited.push_back(o);
+    if (o == obj(0) || o == obj(5)) *f = {WeakEventKind::kMoved, &moved};
+    if (o == obj(1)) *f = {WeakEventKind::kPromoted, &promoted};
+    if (o == obj(2)) *f = {WeakEventKind::kDied, nullptr};
+    return o != obj(3);
+  };
+  std::vector<WeakEvent> events;
+  w.Process(WeakTable::Scope::kYoung, first, &events);
+  EXPECT_EQ(visited, (std::vector<Object*>{obj(0), obj(1), obj(2), obj(3), obj(5)}));
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[0].slot, ids[0]);
+  EXPECT_EQ(events[1].slot, ids[1]);
+  EXPECT_EQ(events[2].slot, ids[2]);
+  EXPECT_EQ(events[3].slot, ids[5]);
+
+  // The deleted id is reused: it is listed once, whatever its history.
+  const WeakSlotId reused = w.Create(obj(4), 200);
+  EXPECT_EQ(reused, ids[4]);
+  visited.clear();
+  events.clear();
+  w.Process(WeakTable::Scope::kYoung,
+            [&](Object* o, WeakTable::Fate* f) {
+              visited.push_back(o);
+              *f = {WeakEventKind::kMoved, o};
+              return true;
+            },
+            &events);
+  // Only the two that stayed young (both now at `moved`) and the new one.
+  EXPECT_EQ(visited, (std::vector<Object*>{&moved, obj(4), &moved}));
+
+  // A kAll pass still visits every slot holding an object.
+  visited.clear();
+  w.Process(WeakTable::Scope::kAll,
+            [&](Object* o, WeakTable::Fate*) {
+              visited.push_back(o);
+              return false;
+            },
+            nullptr);
+  EXPECT_EQ(visited, (std::vector<Object*>{&moved, &promoted, obj(3), obj(4), &moved}));
+}
+
 // An observer that allocates (and so may collect) from inside the callback:
 // the nested collection's events reach it on the same thread, re-entering
 // it (weak_table.h, .delivery: ordering and nesting rules are the
