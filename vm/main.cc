@@ -146,7 +146,10 @@ int main(int argc, char** argv) {
     if (options->jit == minivm::JitMode::kEager) (*jit)->CompileAll();
     (*vm)->InstallJit(*std::move(jit), options->jit_threshold);
   }
-  // From here on the VM is never destroyed: the process ends with _exit.
+  // From here on the VM is never destroyed: the process ends with _exit,
+  // also when an agent calls exit() (after the JIT's creation, so that its
+  // handler runs before LLVM's statics are destroyed).
+  (*vm)->EndProcessOnExit();
   // Attach (docs/attach.md) costs nothing until a client asks: this only
   // records where requests go. The host lives as long as the process.
   minivm::ConfigureAttach(vm->get(), new minivm::agent::AttachHost(vm->get(), tools.get()));

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <system_error>
 #include <thread>
@@ -256,6 +257,13 @@ void VM::ExitProcess(int code) {
 void VM::Shutdown(int code) {
   if (!options_.exit_process || !ClaimEnd()) return;
   EndProcess(nullptr, code, /*output_locked=*/false);
+}
+
+void VM::EndProcessOnExit() {
+  // The output lock is not taken: the thread calling exit() may be the one
+  // holding it (a callback during a print); stdio's own lock orders the
+  // flush after a print under way.
+  on_exit([](int status, void* vm) { static_cast<VM*>(vm)->ExitProcessLocked(status); }, this);
 }
 
 void VM::ExitProcessLocked(int code) {

@@ -83,6 +83,23 @@ class VM final : public gc::VmInterface {
   // exit_process, and only once Run may have started.
   void Shutdown(int code);
 
+  // With exit_process, once the JIT (if any) exists and before the program
+  // runs: exit() called by anyone but the VM (an agent, on any thread) then
+  // ends the process as the VM's own end does after VMDeath: stdout and
+  // stderr flushed, the attach socket removed, the status kept, and then
+  // the immediate exit. No VMDeath (a native exit() is not a VM death in
+  // JVMTI either). Why: exit() would otherwise run every library's static
+  // destructors while VM threads still run, and a JIT thread compiling
+  // inside LLVM then faults on LLVM's destroyed statics. atexit handlers
+  // registered after this call (an attached agent's) still run first; those
+  // registered before it (agents loaded at start-up) and every static
+  // destructor do not run, as at the program's own end (ExitProcess).
+  // Rejected: interposing exit() in the executable (it would also catch
+  // the C library's own uses); stopping the JIT thread in the handler (a
+  // compile cannot be interrupted, and LLVM's statics made before this
+  // call would already be gone).
+  void EndProcessOnExit();
+
   // gc::VmInterface.
   void VisitGlobalRoots(gc::RootVisitor& visitor) override;
   void VisitMutatorRoots(gc::Mutator* mutator, gc::RootVisitor& visitor) override;
