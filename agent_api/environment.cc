@@ -51,14 +51,14 @@ bool Environment::EventEnabledFor(vmtiEvent e, const VMThread* thread) {
   if (thread == nullptr || (any_thread_events.load(std::memory_order_acquire) & bit) == 0) {
     return false;
   }
-  gc::MutexLock lock(&mu);
+  base::MutexLock lock(&mu);
   auto it = thread_events.find(thread);
   return it != thread_events.end() && (it->second & bit) != 0;
 }
 
 Environment::Environment(const vmtiInterface_1* table, ToolInterface* t, int slot)
     : functions(table), tool(t), id(slot) {
-  gc::MutexLock lock(&mu);
+  base::MutexLock lock(&mu);
   CapabilitiesChangedLocked();  // the events that need no capability
 }
 
@@ -80,7 +80,7 @@ void Environment::ThreadEventsChangedLocked() {
 
 void Environment::Reset(uint64_t new_serial) {
   {
-    gc::MutexLock lock(&mu);
+    base::MutexLock lock(&mu);
     capabilities = vmtiCapabilities{};
     callbacks = vmtiEventCallbacks{};
     thread_events.clear();
@@ -105,7 +105,7 @@ EnvironmentPool::EnvironmentPool()
           sizeof(Environment) * kCapacity, std::align_val_t{alignof(Environment)}))) {}
 
 Environment* EnvironmentPool::Acquire(ToolInterface* tool, uint64_t serial) {
-  gc::MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   // Oldest first, past the cooldown; any disposed slot when nothing else is
   // left (.pool.cooldown).
   const bool full = made_.load(std::memory_order_relaxed) == kCapacity;
@@ -129,7 +129,7 @@ Environment* EnvironmentPool::Acquire(ToolInterface* tool, uint64_t serial) {
 }
 
 void EnvironmentPool::Release(Environment* env) {
-  gc::MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   queue_.push_back(env->id);
 }
 
@@ -150,12 +150,12 @@ Environment* EnvironmentPool::At(int id) const {
 }
 
 vmtiEventCallbacks Environment::Callbacks() {
-  gc::MutexLock lock(&mu);
+  base::MutexLock lock(&mu);
   return callbacks;
 }
 
 vmtiCapabilities Environment::Capabilities() {
-  gc::MutexLock lock(&mu);
+  base::MutexLock lock(&mu);
   return capabilities;
 }
 

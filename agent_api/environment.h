@@ -36,7 +36,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "gc/sync.h"
+#include "base/sync.h"
 #include "agent_api/check.h"
 #include "agent_api/tags.h"
 #include "vmti/vmti.h"
@@ -74,7 +74,7 @@ struct Environment {
 
   // Capabilities, as a plain copy (read under mu, or racily for fast checks
   // of bits that only this env's own calls change).
-  gc::Mutex mu;
+  base::Mutex mu;
   vmtiCapabilities capabilities ABSL_GUARDED_BY(mu){};
   vmtiEventCallbacks callbacks ABSL_GUARDED_BY(mu){};
 
@@ -137,7 +137,7 @@ class EnvironmentPool {
   EnvironmentPool();
   Environment* slots_;  // kCapacity slots' storage, constructed below `made_`
   std::atomic<int> made_{0};
-  gc::Mutex mu_;
+  base::Mutex mu_;
   std::vector<int> queue_ ABSL_GUARDED_BY(mu_);  // disposed slots, oldest first
 };
 

@@ -220,7 +220,7 @@ vmtiError AddCapabilities(vmtiEnv* env, const vmtiCapabilities* caps_ptr) {
   if ((caps_ptr->reserved[0] | caps_ptr->reserved[1] | caps_ptr->reserved[2]) != 0) {
     return VMTI_ERROR_NOT_AVAILABLE;
   }
-  gc::MutexLock lock(&e->mu);
+  base::MutexLock lock(&e->mu);
   vmtiCapabilities& have = e->capabilities;
   have.can_generate_sampled_alloc_events |= caps_ptr->can_generate_sampled_alloc_events;
   have.can_tag_objects |= caps_ptr->can_tag_objects;
@@ -236,7 +236,7 @@ vmtiError RelinquishCapabilities(vmtiEnv* env, const vmtiCapabilities* caps_ptr)
   VMTI_NOT_IN_HEAP_CALLBACK();
   VMTI_NOT_NULL(caps_ptr);
   {
-    gc::MutexLock lock(&e->mu);
+    base::MutexLock lock(&e->mu);
     vmtiCapabilities& have = e->capabilities;
     if (caps_ptr->can_generate_sampled_alloc_events) have.can_generate_sampled_alloc_events = 0;
     if (caps_ptr->can_tag_objects) have.can_tag_objects = 0;
@@ -273,7 +273,7 @@ vmtiError SetEventCallbacks(vmtiEnv* env, const vmtiEventCallbacks* callbacks,
     std::memcpy(&copy, callbacks,
                 std::min<size_t>(sizeof copy, static_cast<size_t>(size_of_callbacks)));
   }
-  gc::MutexLock lock(&e->mu);
+  base::MutexLock lock(&e->mu);
   e->callbacks = copy;
   return VMTI_ERROR_NONE;
 }
@@ -307,7 +307,7 @@ vmtiError SetEventNotificationMode(vmtiEnv* env, vmtiEventMode mode, vmtiEvent e
     if (vmtiError err = e->tool->ResolveThread(event_thread, &t); err != VMTI_ERROR_NONE) {
       return err;
     }
-    gc::MutexLock lock(&e->mu);
+    base::MutexLock lock(&e->mu);
     uint64_t& mask = e->thread_events[t];
     mask = mode == VMTI_ENABLE ? (mask | bit) : (mask & ~bit);
     e->ThreadEventsChangedLocked();

@@ -51,21 +51,21 @@ std::optional<uint64_t> TagMap::FindLocked(gc::WeakTable& table, const gc::Objec
 }
 
 int64_t TagMap::Get(gc::Heap& heap, gc::Object* obj) {
-  gc::MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   CatchUpIndexLocked(heap);
   const std::optional<uint64_t> r = FindLocked(heap.weak_table(), obj);
   return r ? records_[*r].tag : 0;
 }
 
 void TagMap::Set(gc::Heap& heap, int env_id, gc::Object* obj, int64_t tag) {
-  gc::MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   CatchUpIndexLocked(heap);
   SetLocked(heap, env_id, obj, tag);
 }
 
 void TagMap::SetAll(gc::Heap& heap, int env_id,
                     const std::vector<std::pair<gc::Object*, int64_t>>& changes) {
-  gc::MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   CatchUpIndexLocked(heap);
   for (const auto& [obj, tag] : changes) SetLocked(heap, env_id, obj, tag);
 }
@@ -129,7 +129,7 @@ void TagMap::FreeIfDoneLocked(uint64_t r) {
 
 TagMap::Action TagMap::Begin(const gc::WeakEvent& e, gc::WeakTable& table, int64_t* tag) {
   const uint64_t r = CookieRecord(e.cookie);
-  gc::MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   // Every event names a held record (.record.reuse); anything else is a
   // forged or corrupt cookie, and is ignored.
   if (r >= records_.size() || records_[r].state == State::kFree) return Action::kParked;
@@ -153,7 +153,7 @@ TagMap::Action TagMap::Begin(const gc::WeakEvent& e, gc::WeakTable& table, int64
 
 std::optional<gc::WeakEvent> TagMap::End(const gc::WeakEvent& e) {
   const uint64_t record = CookieRecord(e.cookie);
-  gc::MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   Record& rec = records_[record];
   MINIVM_AGENT_DCHECK(rec.busy, "End without Begin on record %d", record);
   rec.busy = false;
@@ -169,7 +169,7 @@ std::optional<gc::WeakEvent> TagMap::End(const gc::WeakEvent& e) {
 }
 
 absl::flat_hash_map<const gc::Object*, int64_t> TagMap::Snapshot(gc::WeakTable& table) {
-  gc::MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   absl::flat_hash_map<const gc::Object*, int64_t> out;
   out.reserve(held_);
   for (const Record& rec : records_) {
@@ -180,7 +180,7 @@ absl::flat_hash_map<const gc::Object*, int64_t> TagMap::Snapshot(gc::WeakTable& 
 }
 
 void TagMap::ForEach(gc::WeakTable& table, absl::FunctionRef<void(gc::Object*, int64_t)> fn) {
-  gc::MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   for (const Record& rec : records_) {
     if (rec.state != State::kLive) continue;
     if (gc::Object* obj = table.Get(rec.slot); obj != nullptr) fn(obj, rec.tag);
@@ -188,7 +188,7 @@ void TagMap::ForEach(gc::WeakTable& table, absl::FunctionRef<void(gc::Object*, i
 }
 
 void TagMap::ClearAll(gc::WeakTable& table) {
-  gc::MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   for (uint64_t r = 0; r < records_.size(); ++r) {
     if (records_[r].state != State::kLive) continue;
     RetireLocked(table, r, State::kCleared);
@@ -202,12 +202,12 @@ void TagMap::ClearAll(gc::WeakTable& table) {
 }
 
 bool TagMap::Empty() {
-  gc::MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   return held_ == 0;
 }
 
 void TagMap::Release() {
-  gc::MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   MINIVM_AGENT_DCHECK(held_ == 0, "releasing a tag map that holds %d records", held_);
   records_ = {};
   free_ = {};

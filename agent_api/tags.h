@@ -69,7 +69,7 @@
 #include "agent_api/check.h"
 #include "gc/heap.h"
 #include "gc/object.h"
-#include "gc/sync.h"
+#include "base/sync.h"
 #include "gc/weak_table.h"
 
 namespace minivm::agent {
@@ -160,7 +160,7 @@ class TagMap {
   void RetireLocked(gc::WeakTable& table, uint64_t r, State to) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FreeIfDoneLocked(uint64_t r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  gc::Mutex mu_;
+  base::Mutex mu_;
   std::vector<Record> records_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> free_ ABSL_GUARDED_BY(mu_);
   size_t held_ ABSL_GUARDED_BY(mu_) = 0;  // records not kFree

@@ -54,7 +54,7 @@ vmtiThread AsHandle(VMThread* t) { return reinterpret_cast<vmtiThread>(t); }
 // Every live HeldBatch of every thread (tool_interface.h, .held).
 // Never destroyed: threads' state may be torn down after static destructors.
 struct HeldRegistry {
-  gc::Mutex mu;
+  base::Mutex mu;
   absl::flat_hash_set<AgentThreadState::HeldBatch*> batches ABSL_GUARDED_BY(mu);
 };
 HeldRegistry& Held() {
@@ -73,12 +73,12 @@ AgentThreadState::~AgentThreadState() {
 }
 
 void RegisterHeldBatch(AgentThreadState::HeldBatch* batch) {
-  gc::MutexLock lock(&Held().mu);
+  base::MutexLock lock(&Held().mu);
   Held().batches.insert(batch);
 }
 
 void UnregisterHeldBatch(AgentThreadState::HeldBatch* batch) {
-  gc::MutexLock lock(&Held().mu);
+  base::MutexLock lock(&Held().mu);
   Held().batches.erase(batch);
 }
 
@@ -93,7 +93,7 @@ void ReleaseHeldBatches(AgentThreadState& ts, int callback_depth) {
 void ToolInterface::VisitToolRoots(gc::RootVisitor& visitor) {
   // Inside a pause: no mutator holds the lock (none polls while holding it),
   // and an agent's own thread holds it only briefly.
-  gc::MutexLock lock(&Held().mu);
+  base::MutexLock lock(&Held().mu);
   for (AgentThreadState::HeldBatch* b : Held().batches) {
     visitor.VisitRoots(b->slots.data(), b->slots.data() + b->slots.size());
   }
@@ -139,7 +139,7 @@ absl::Status ToolInterface::LoadAgents(const std::vector<std::string>& agent_opt
     }
   }
   if (!not_found.ok()) return not_found;
-  gc::MutexLock lock(&libraries_mu_);
+  base::MutexLock lock(&libraries_mu_);
   for (const AgentSpec& spec : specs) {
     absl::StatusOr<AgentLibrary> lib = AgentLibrary::Open(spec);
     if (!lib.ok()) return lib.status();
@@ -179,7 +179,7 @@ absl::StatusOr<vmtiInt> ToolInterface::AttachAgent(const AgentSpec& spec) {
   const uint64_t first_env = EnvironmentSerials();
   const vmtiInt rc = lib->Attach(reinterpret_cast<vmtiVM*>(&vm_handle_));
   const uint64_t end_env = EnvironmentSerials();
-  gc::MutexLock lock(&libraries_mu_);
+  base::MutexLock lock(&libraries_mu_);
   // A failed attach is not a loaded agent (its library stays mapped: its
   // code may have started threads before failing), but is kept with the
   // others so that its Agent_OnUnload runs at VM death.
@@ -189,7 +189,7 @@ absl::StatusOr<vmtiInt> ToolInterface::AttachAgent(const AgentSpec& spec) {
 }
 
 std::string ToolInterface::DescribeAgents() {
-  gc::MutexLock lock(&libraries_mu_);
+  base::MutexLock lock(&libraries_mu_);
   if (loaded_.empty()) return "no agents loaded\n";
   std::string out;
   for (const LoadedAgent& a : loaded_) {
@@ -224,7 +224,7 @@ std::string ToolInterface::DescribeSampling() {
   // Which agent made each environment, where known.
   std::vector<std::string> owner(EnvironmentSerials());
   {
-    gc::MutexLock lock(&libraries_mu_);
+    base::MutexLock lock(&libraries_mu_);
     for (const LoadedAgent& a : loaded_) {
       for (size_t i = a.first_env; i < a.end_env && i < owner.size(); ++i) {
         owner[i] = attach::EscapeField(libraries_[a.library].spec().path);
@@ -238,7 +238,7 @@ std::string ToolInterface::DescribeSampling() {
     if (!HasCapabilityFor(env->Capabilities(), VMTI_EVENT_SAMPLED_OBJECT_ALLOC)) return;
     bool per_thread = false;
     {
-      gc::MutexLock lock(&env->mu);
+      base::MutexLock lock(&env->mu);
       for (const auto& [thread, bits] : env->thread_events) {
         per_thread = per_thread || (bits & EventBit(VMTI_EVENT_SAMPLED_OBJECT_ALLOC)) != 0;
       }
@@ -266,7 +266,7 @@ void ToolInterface::AttachVm(VM* vm) {
 void ToolInterface::UnloadAgents() {
   // An agent whose Agent_OnAttach is still running is not in libraries_
   // (AttachAgent): it gets no Agent_OnUnload.
-  gc::MutexLock lock(&libraries_mu_);
+  base::MutexLock lock(&libraries_mu_);
   for (AgentLibrary& lib : libraries_) lib.Unload(reinterpret_cast<vmtiVM*>(&vm_handle_));
 }
 
@@ -278,7 +278,7 @@ vmtiError ToolInterface::NewEnvironment(void** penv, vmtiInt version) {
     return VMTI_ERROR_UNSUPPORTED_VERSION;
   }
   if (phase() == VMTI_PHASE_DEAD) return VMTI_ERROR_WRONG_PHASE;
-  gc::MutexLock lock(&envs_mu_);
+  base::MutexLock lock(&envs_mu_);
   const uint64_t serial = next_serial_.load(std::memory_order_relaxed);
   Environment* env = EnvironmentPool::Get().Acquire(this, serial);
   // kCapacity environments alive (or disposed with events still to handle).
@@ -291,7 +291,7 @@ vmtiError ToolInterface::NewEnvironment(void** penv, vmtiInt version) {
 
 void ToolInterface::DisposeEnvironment(Environment* env) {
   {
-    gc::MutexLock lock(&env->mu);
+    base::MutexLock lock(&env->mu);
     env->capabilities = vmtiCapabilities{};
     env->callbacks = vmtiEventCallbacks{};
     env->thread_events.clear();
@@ -301,7 +301,7 @@ void ToolInterface::DisposeEnvironment(Environment* env) {
   env->global_events.store(0);
   env->disposed.store(true, std::memory_order_release);
   {
-    gc::MutexLock lock(&envs_mu_);
+    base::MutexLock lock(&envs_mu_);
     SetLive(env->id, false);
   }
   // Its tags go now; an event already on its way about one of its objects
@@ -458,7 +458,7 @@ void ToolInterface::OnVMDeath(VMThread* current) {
   {
     // Under the batches' lock: from here on no other thread claims an event
     // (Claim), so DrainForDeath sees every unclaimed one.
-    gc::MutexLock lock(&batches_mu_);
+    base::MutexLock lock(&batches_mu_);
     dying_os_thread_.store(std::this_thread::get_id(), std::memory_order_release);
     dying_.store(true, std::memory_order_release);
   }
@@ -511,7 +511,7 @@ void ToolInterface::OnThreadEnd(VMThread* thread) {
   }
   // Per-thread enables die with the thread (its address may be reused).
   ForEachEnvironment([&](Environment* env) {
-    gc::MutexLock lock(&env->mu);
+    base::MutexLock lock(&env->mu);
     if (env->thread_events.erase(thread) != 0) env->ThreadEventsChangedLocked();
   });
 }
@@ -579,7 +579,7 @@ void ToolInterface::OnWeakEventsFound(absl::Span<const gc::WeakEvent> events) {
     ts.pending_tool = this;
     RegisterBatch(ts.pending.get());
   }
-  gc::MutexLock lock(&batches_mu_);
+  base::MutexLock lock(&batches_mu_);
   for (const gc::WeakEvent& e : events) {
     if (e.cookie != 0 && e.kind != gc::WeakEventKind::kMoved) ts.pending->events.push_back(e);
   }
@@ -609,19 +609,19 @@ void ToolInterface::AbandonPending(AgentThreadState& ts) {
 }
 
 void ToolInterface::RegisterBatch(EventBatch* batch) {
-  gc::MutexLock lock(&batches_mu_);
+  base::MutexLock lock(&batches_mu_);
   batches_.push_back(batch);
 }
 
 void ToolInterface::UnregisterBatch(EventBatch* batch) {
-  gc::MutexLock lock(&batches_mu_);
+  base::MutexLock lock(&batches_mu_);
   std::erase(batches_, batch);
   for (size_t i = batch->next; i < batch->events.size(); ++i) orphans_.push_back(batch->events[i]);
   batch->next = batch->events.size();
 }
 
 std::optional<gc::WeakEvent> ToolInterface::Claim(EventBatch& batch) {
-  gc::MutexLock lock(&batches_mu_);
+  base::MutexLock lock(&batches_mu_);
   if (EventsStoppedHere() || batch.next == batch.events.size()) return std::nullopt;
   // In hand from here until DeliverBatch has handled it: VM death waits for
   // it (DrainForDeath), since nothing else can see it any more.
@@ -654,7 +654,7 @@ void ToolInterface::HandleWeakEvent(gc::WeakEvent e) {
     std::optional<gc::WeakEvent> next = env->tags.End(e);
     if (!next) return;
     if (EventsStoppedHere()) {  // VM death began: the dying thread delivers it
-      gc::MutexLock lock(&batches_mu_);
+      base::MutexLock lock(&batches_mu_);
       orphans_.push_back(*next);
       return;
     }
@@ -681,7 +681,7 @@ void ToolInterface::PostWeakEvent(Environment* env, gc::WeakEventKind kind, int6
 void ToolInterface::DrainForDeath() {
   auto take = [&] {
     std::vector<gc::WeakEvent> out;
-    gc::MutexLock lock(&batches_mu_);
+    base::MutexLock lock(&batches_mu_);
     for (EventBatch* b : batches_) {
       for (; b->next < b->events.size(); ++b->next) out.push_back(b->events[b->next]);
     }

@@ -98,7 +98,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "gc/sync.h"
+#include "base/sync.h"
 #include "agent_api/agent_loader.h"
 #include "agent_api/environment.h"
 #include "gc/gc_observer.h"
@@ -348,7 +348,7 @@ class ToolInterface final : public ToolHooks,
     size_t library;  // index in libraries_
     size_t first_env, end_env;
   };
-  gc::Mutex libraries_mu_;
+  base::Mutex libraries_mu_;
   std::vector<LoadedAgent> loaded_ ABSL_GUARDED_BY(libraries_mu_);
   std::vector<AgentLibrary> libraries_ ABSL_GUARDED_BY(libraries_mu_);
   VM* vm_ = nullptr;
@@ -367,10 +367,10 @@ class ToolInterface final : public ToolHooks,
   std::array<std::atomic<uint64_t>, kLiveWords> live_{};
   std::atomic<int> live_words_{0};
   std::atomic<uint64_t> next_serial_{0};
-  gc::Mutex envs_mu_;  // serialises NewEnvironment and DisposeEnvironment
+  base::Mutex envs_mu_;  // serialises NewEnvironment and DisposeEnvironment
 
   // Weak-event delivery (.events).
-  gc::Mutex batches_mu_;
+  base::Mutex batches_mu_;
   std::vector<EventBatch*> batches_ ABSL_GUARDED_BY(batches_mu_);
   // Events due once VM death began, handed to the dying thread.
   std::vector<gc::WeakEvent> orphans_ ABSL_GUARDED_BY(batches_mu_);

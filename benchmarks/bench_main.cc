@@ -1,11 +1,11 @@
 // main of the in-process Google Benchmarks: Abseil's locks set up as the
-// minivm executable sets them up (gc/sync_setup.h), so that what a
+// minivm executable sets them up (base/sync_setup.h), so that what a
 // benchmark measures is what the VM pays.
 #include "benchmark/benchmark.h"
-#include "gc/sync_setup.h"
+#include "base/sync_setup.h"
 
 int main(int argc, char** argv) {
-  minivm::gc::InitSynchronization();
+  minivm::base::InitSynchronization();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -135,12 +135,12 @@ GenerationalHeap::GcKind GenerationalHeap::Collect(Mutator* requester, GcCause c
   std::vector<WeakEvent> events;
   bool report;
   {
-    MutexLock lock(&observer_mu_);
+    base::MutexLock lock(&observer_mu_);
     report = observer_ != nullptr;
   }
   uint64_t promoted = 0;
   {
-    MutexLock lock(&old_mu_);
+    base::MutexLock lock(&old_mu_);
     if (kind == GcKind::kMinor && !PromotionGuaranteed()) {
       kind = GcKind::kFull;
     } else if (kind == GcKind::kMinor && old_->used_bytes() > old_target_) {
@@ -171,7 +171,7 @@ GenerationalHeap::GcKind GenerationalHeap::Collect(Mutator* requester, GcCause c
           .count();
   const size_t after = UsedBytes();
   {
-    MutexLock lock(&stats_mu_);
+    base::MutexLock lock(&stats_mu_);
     ++(kind == GcKind::kMinor ? stats_.minor_collections : stats_.full_collections);
     stats_.total_pause_ns += pause_ns;
     stats_.max_pause_ns = std::max(stats_.max_pause_ns, pause_ns);
@@ -190,7 +190,7 @@ GenerationalHeap::GcKind GenerationalHeap::Collect(Mutator* requester, GcCause c
   // pause, they are where VM death can find them.
   bool found = false;
   if (!events.empty()) {
-    MutexLock lock(&observer_mu_);
+    base::MutexLock lock(&observer_mu_);
     if (observer_ != nullptr) {
       observer_->OnWeakEventsFound(events);
       found = true;
@@ -260,7 +260,7 @@ void GenerationalHeap::FullCollection(std::vector<WeakEvent>* events) {
                        [](const WeakEvent& a, const WeakEvent& b) { return a.slot < b.slot; });
     }
     {
-      MutexLock lock(&stats_mu_);
+      base::MutexLock lock(&stats_mu_);
       stats_.bytes_promoted += scavenger.promoted_bytes();
     }
   } else {
@@ -341,7 +341,7 @@ void GenerationalHeap::VerifyNow(Mutator* requester) {
 void GenerationalHeap::DeliverFoundWeakEvents() {
   WeakObserver* observer;
   {
-    MutexLock lock(&observer_mu_);
+    base::MutexLock lock(&observer_mu_);
     observer = observer_;
   }
   if (observer != nullptr) observer->DeliverFoundWeakEvents();

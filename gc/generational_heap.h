@@ -28,7 +28,7 @@
 #include "gc/heap.h"
 #include "gc/old_space.h"
 #include "gc/safepoint.h"
-#include "gc/sync.h"
+#include "base/sync.h"
 #include "gc/weak_table.h"
 #include "gc/young_gen.h"
 
@@ -160,7 +160,7 @@ class GenerationalHeap final : public Heap {
   std::optional<OldSpace> old_;
   // Guards old_ against mutators' large-object allocation; the GC
   // takes it for the whole pause.
-  Mutex old_mu_;
+  base::Mutex old_mu_;
   SafepointManager safepoints_;
   WeakTable weak_;
 
@@ -177,10 +177,10 @@ class GenerationalHeap final : public Heap {
   std::atomic<uint64_t> collections_{0};
   std::atomic<SampleObserver*> sample_observer_{nullptr};
   std::atomic<GcObserver*> gc_observer_{nullptr};
-  mutable Mutex stats_mu_;
+  mutable base::Mutex stats_mu_;
   HeapStats stats_ ABSL_GUARDED_BY(stats_mu_);
 
-  Mutex observer_mu_;
+  base::Mutex observer_mu_;
   WeakObserver* observer_ ABSL_GUARDED_BY(observer_mu_) = nullptr;
 };
 

@@ -118,10 +118,10 @@ GenerationalHeap::GenerationalHeap(const HeapOptions& options, VmInterface* vm, 
                  options.young_bytes != 0 ? eden : InitialEdenCapacity(eden));
   old_.emplace(base + young_bytes, size - young_bytes);
   {
-    MutexLock lock(&old_mu_);
+    base::MutexLock lock(&old_mu_);
     old_target_ = OldTargetAfterFull(0, old_->capacity());
   }
-  MutexLock lock(&stats_mu_);
+  base::MutexLock lock(&stats_mu_);
   stats_.heap_capacity_bytes = size;
   stats_.tenuring_threshold = tenuring_threshold_;
 }
@@ -174,7 +174,7 @@ uintptr_t GenerationalHeap::TryAllocate(Mutator* m, size_t size, bool within_tar
   if (size > kLargeObjectThreshold) {
     Object* o;
     {
-      MutexLock lock(&old_mu_);
+      base::MutexLock lock(&old_mu_);
       if (within_target && old_->used_bytes() + size > old_target_) {
         if (over_target != nullptr) *over_target = true;
         return 0;
@@ -327,7 +327,7 @@ Object* GenerationalHeap::DeliverDeferredEvents(Mutator* m, Object* obj) {
 }
 
 HeapStats GenerationalHeap::Stats() const {
-  MutexLock lock(&stats_mu_);
+  base::MutexLock lock(&stats_mu_);
   HeapStats s = stats_;
   s.bytes_allocated = bytes_allocated_.load(std::memory_order_relaxed);
   s.large_objects_allocated = large_objects_.load(std::memory_order_relaxed);
@@ -335,7 +335,7 @@ HeapStats GenerationalHeap::Stats() const {
 }
 
 void GenerationalHeap::SetWeakObserver(WeakObserver* observer) {
-  MutexLock lock(&observer_mu_);
+  base::MutexLock lock(&observer_mu_);
   observer_ = observer;
 }
 

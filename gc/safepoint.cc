@@ -35,14 +35,14 @@ bool SafepointManager::OthersStoppedLocked() const {
 }
 
 void SafepointManager::Attach(Mutator* m) {
-  MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   while (active_) cv_.Wait(&mu_);
   StateOf(m).store(SafepointState::kRunning);
   mutators_.push_back(m);
 }
 
 void SafepointManager::Detach(Mutator* m) {
-  MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   if (active_ && owner_ != m) ParkLocked(m);
   auto it = std::find(mutators_.begin(), mutators_.end(), m);
   MINIVM_GC_CHECK(it != mutators_.end(), "detaching a mutator that is not attached");
@@ -51,7 +51,7 @@ void SafepointManager::Detach(Mutator* m) {
 }
 
 bool SafepointManager::Begin(Mutator* requester) {
-  MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   if (active_ && permanent_ && owner_ == requester && owner_thread_ == std::this_thread::get_id()) {
     return true;
   }
@@ -77,7 +77,7 @@ bool SafepointManager::Begin(Mutator* requester) {
 }
 
 void SafepointManager::BeginPermanent(Mutator* requester) {
-  MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   while (active_) {
     // Another thread's safepoint: let it finish (or, if the VM is already
     // dying on another thread, park for good, as any mutator would).
@@ -99,17 +99,17 @@ void SafepointManager::BeginPermanent(Mutator* requester) {
 }
 
 bool SafepointManager::OwnedByCallingThread() const {
-  MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   return active_ && owner_thread_ == std::this_thread::get_id();
 }
 
 bool SafepointManager::stopped_for_good() const {
-  MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   return permanent_;
 }
 
 void SafepointManager::End(Mutator* requester) {
-  MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   if (permanent_) return;
   MINIVM_GC_CHECK(active_ && owner_ == requester, "ending a safepoint the caller does not own");
   active_ = false;
@@ -119,7 +119,7 @@ void SafepointManager::End(Mutator* requester) {
 }
 
 void SafepointManager::Poll(Mutator* m) {
-  MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   if (active_ && owner_ != m) ParkLocked(m);
   // A stale request (the safepoint ended before we polled) is just cleared;
   // a new one cannot be set concurrently because Begin holds mu_.
@@ -137,7 +137,7 @@ SafepointState SafepointManager::SetState(Mutator* m, SafepointState to) {
   // this thread sees the safepoint and settles it under the mutex below.
   state.store(to);
   if (!active_.load()) return from;  // the fast path: two atomic accesses
-  MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   if (to == SafepointState::kRunning) {
     // Back into the heap: never in the middle of another thread's pause.
     // The owner may have seen kRunning meanwhile and be waiting: parking
@@ -156,7 +156,7 @@ SafepointState SafepointManager::SetState(Mutator* m, SafepointState to) {
 }
 
 size_t SafepointManager::mutator_count() const {
-  MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   return mutators_.size();
 }
 

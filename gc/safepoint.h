@@ -69,7 +69,7 @@
 #include <vector>
 
 #include "gc/mutator.h"
-#include "gc/sync.h"
+#include "base/sync.h"
 
 namespace minivm::gc {
 
@@ -116,8 +116,8 @@ class SafepointManager {
   // permanent stop: see protocol point 6).
   bool OthersStoppedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  mutable Mutex mu_;
-  CondVar cv_;
+  mutable base::Mutex mu_;
+  base::CondVar cv_;
   // Written under mu_; also read without it by SetState's fast path.
   std::atomic<bool> active_{false};
   bool permanent_ ABSL_GUARDED_BY(mu_) = false;

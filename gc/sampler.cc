@@ -71,7 +71,7 @@ double SampleWeight(size_t size, int32_t interval) {
 void ThreadSampler::Seed(uint64_t vm_seed, uint64_t thread_index) {
   // Distinct, decorrelated streams per thread: splitmix64 of a mix of both.
   uint64_t mix = vm_seed ^ (thread_index * 0xD1B54A32D192ED03ull + 0x8CB92BA72F3D8DD7ull);
-  random_ = SamplerRandom(SplitMix64(mix));
+  random_ = SamplerRandom(base::SplitMix64(mix));
 }
 
 void ThreadSampler::Configure(bool enabled, int32_t interval, const Tlab& tlab) {

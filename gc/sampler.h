@@ -58,7 +58,7 @@
 //    so callbacks cannot recurse into the sampler or shift the sample
 //    sequence of the program.
 //
-// 8. Randomness. Each thread owns a xoshiro256++ generator (gc/xoshiro.h,
+// 8. Randomness. Each thread owns a xoshiro256++ generator (base/xoshiro.h,
 //    shared with rand()) seeded with splitmix64 from (--seed, thread index):
 //    no shared state, no locks, reproducible runs. Abseil's generators are
 //    not used because they do not promise stable sequences across releases,
@@ -78,13 +78,13 @@
 #include <cstdint>
 
 #include "gc/tlab.h"
-#include "gc/xoshiro.h"
+#include "base/xoshiro.h"
 
 namespace minivm::gc {
 
 inline constexpr int32_t kDefaultSamplingInterval = 512 * 1024;
 
-// The sampler's draws, from xoshiro256++ (gc/xoshiro.h), one per thread.
+// The sampler's draws, from xoshiro256++ (base/xoshiro.h), one per thread.
 class SamplerRandom {
  public:
   explicit SamplerRandom(uint64_t seed = 0) : xoshiro_(seed) {}
@@ -98,7 +98,7 @@ class SamplerRandom {
   uint64_t NextPoisson(double mean);
 
  private:
-  Xoshiro256 xoshiro_;
+  base::Xoshiro256 xoshiro_;
 };
 
 // What the sampler says about one allocation that a sample point hit.

@@ -7,7 +7,7 @@
 namespace minivm::gc {
 
 WeakSlotId WeakTable::Create(Object* obj, uint64_t cookie) {
-  MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   WeakSlotId id;
   if (!free_.empty()) {
     id = free_.back();
@@ -24,19 +24,19 @@ WeakSlotId WeakTable::Create(Object* obj, uint64_t cookie) {
 }
 
 Object* WeakTable::Get(WeakSlotId id) const {
-  MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   MINIVM_GC_CHECK(id < slots_.size() && slots_[id].in_use, "weak slot %d is not in use", id);
   return slots_[id].obj;
 }
 
 uint64_t WeakTable::Cookie(WeakSlotId id) const {
-  MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   MINIVM_GC_CHECK(id < slots_.size() && slots_[id].in_use, "weak slot %d is not in use", id);
   return slots_[id].cookie;
 }
 
 uint32_t WeakTable::Delete(WeakSlotId id) {
-  MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   MINIVM_GC_CHECK(id < slots_.size() && slots_[id].in_use, "weak slot %d deleted twice", id);
   const uint32_t reported = slots_[id].reported;
   slots_[id] = Slot{.listed_young = slots_[id].listed_young};
@@ -46,7 +46,7 @@ uint32_t WeakTable::Delete(WeakSlotId id) {
 }
 
 WeakTable::Lookup WeakTable::Find(WeakSlotId id, uint64_t cookie) const {
-  MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   if (id >= slots_.size() || !slots_[id].in_use || slots_[id].cookie != cookie) {
     return Lookup::kAbsent;
   }
@@ -54,7 +54,7 @@ WeakTable::Lookup WeakTable::Find(WeakSlotId id, uint64_t cookie) const {
 }
 
 bool WeakTable::TryDelete(WeakSlotId id, uint64_t cookie) {
-  MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   if (id >= slots_.size() || !slots_[id].in_use || slots_[id].cookie != cookie) return false;
   slots_[id] = Slot{.listed_young = slots_[id].listed_young};
   free_.push_back(id);
@@ -63,7 +63,7 @@ bool WeakTable::TryDelete(WeakSlotId id, uint64_t cookie) {
 }
 
 size_t WeakTable::size() const {
-  MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   return live_;
 }
 
@@ -82,7 +82,7 @@ bool WeakTable::Apply(WeakSlotId id, FateFn fate, std::vector<WeakEvent>* events
 }
 
 void WeakTable::Process(Scope scope, FateFn fate, std::vector<WeakEvent>* events) {
-  MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   WeakEventKind kind;
   if (scope == Scope::kAll) {
     for (WeakSlotId id = 0; id < slots_.size(); ++id) {
@@ -106,7 +106,7 @@ void WeakTable::Process(Scope scope, FateFn fate, std::vector<WeakEvent>* events
 }
 
 void WeakTable::ForEach(absl::FunctionRef<void(Object*)> fn) const {
-  MutexLock lock(&mu_);
+  base::MutexLock lock(&mu_);
   for (const Slot& s : slots_) {
     if (s.in_use && s.obj != nullptr) fn(s.obj);
   }

@@ -57,7 +57,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/types/span.h"
 #include "gc/object.h"
-#include "gc/sync.h"
+#include "base/sync.h"
 
 namespace minivm::gc {
 
@@ -141,7 +141,7 @@ class WeakTable {
   // event; false when the object was unaffected, else its fate in *kind.
   bool Apply(WeakSlotId id, FateFn fate, std::vector<WeakEvent>* events, WeakEventKind* kind)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  mutable Mutex mu_;
+  mutable base::Mutex mu_;
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<WeakSlotId> free_ ABSL_GUARDED_BY(mu_);
   std::vector<WeakSlotId> young_ ABSL_GUARDED_BY(mu_);  // .young, each id once

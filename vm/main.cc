@@ -18,7 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "agent_api/attach_host.h"
 #include "agent_api/tool_interface.h"
-#include "gc/sync_setup.h"
+#include "base/sync_setup.h"
 #include "vm/bytecode/disassembler.h"
 #include "vm/compiler/compiler.h"
 #include "vm/jit/jit.h"
@@ -59,8 +59,8 @@ absl::StatusOr<std::string> ReadProgram(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Before any thread exists and before any lock is taken (gc/sync_setup.h).
-  minivm::gc::InitSynchronization();
+  // Before any thread exists and before any lock is taken (base/sync_setup.h).
+  minivm::base::InitSynchronization();
   minivm::OccupyClosedStandardFds();
   // While this is the only thread: every thread made later inherits the
   // signal mask (vm/runtime/signal_dispatcher.h).

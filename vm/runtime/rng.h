@@ -1,4 +1,4 @@
-// The per-thread generator behind `rand(n)`: xoshiro256** (gc/xoshiro.h, the
+// The per-thread generator behind `rand(n)`: xoshiro256** (base/xoshiro.h, the
 // generator the heap sampler uses too) seeded through splitmix64 from
 // (--seed, the thread's spawn index), so every thread's sequence is fixed by
 // the seed and independent of scheduling.
@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "gc/xoshiro.h"
+#include "base/xoshiro.h"
 
 namespace minivm {
 
@@ -29,7 +29,7 @@ class Rng {
   }
 
  private:
-  gc::Xoshiro256 xoshiro_;
+  base::Xoshiro256 xoshiro_;
 };
 
 }  // namespace minivm

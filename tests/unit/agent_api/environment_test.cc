@@ -167,7 +167,7 @@ TEST_F(EnvironmentTest, PerThreadEnableBits) {
   const auto* t1 = reinterpret_cast<const VMThread*>(uintptr_t{0x1000});
   const auto* t2 = reinterpret_cast<const VMThread*>(uintptr_t{0x2000});
   {
-    gc::MutexLock lock(&e->mu);
+    base::MutexLock lock(&e->mu);
     e->thread_events[t1] = EventBit(VMTI_EVENT_THREAD_END);
     e->ThreadEventsChangedLocked();
   }

@@ -9,25 +9,25 @@
 // lock (and after a wait) on the mutex's address: no cost outside TSan
 // builds. Rejected: std::mutex (TSan intercepts pthreads, but the project
 // standardises on Abseil's Mutex and its thread-safety annotations).
-#ifndef MINIVM_GC_SYNC_H_
-#define MINIVM_GC_SYNC_H_
+#ifndef MINIVM_BASE_SYNC_H_
+#define MINIVM_BASE_SYNC_H_
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
 #if defined(__SANITIZE_THREAD__)
-#define MINIVM_GC_TSAN 1
+#define MINIVM_BASE_TSAN 1
 #elif defined(__has_feature)
 #if __has_feature(thread_sanitizer)
-#define MINIVM_GC_TSAN 1
+#define MINIVM_BASE_TSAN 1
 #endif
 #endif
 
-#ifdef MINIVM_GC_TSAN
+#ifdef MINIVM_BASE_TSAN
 #include <sanitizer/tsan_interface.h>
 #endif
 
-namespace minivm::gc {
+namespace minivm::base {
 
 class ABSL_LOCKABLE Mutex {
  public:
@@ -42,7 +42,7 @@ class ABSL_LOCKABLE Mutex {
 
  private:
   friend class CondVar;
-#ifdef MINIVM_GC_TSAN
+#ifdef MINIVM_BASE_TSAN
   void Acquired() { __tsan_acquire(this); }
   void Releasing() { __tsan_release(this); }
 #else
@@ -76,6 +76,6 @@ class CondVar {
   absl::CondVar cv_;
 };
 
-}  // namespace minivm::gc
+}  // namespace minivm::base
 
-#endif  // MINIVM_GC_SYNC_H_
+#endif  // MINIVM_BASE_SYNC_H_

@@ -19,12 +19,12 @@
 // that mutex spins and sleeps. When that mutex was the safepoint lock, the
 // whole VM stood still. Calibrating here, before any thread exists, makes
 // the later calls a load of the cached value.
-#include "gc/sync_setup.h"
+#include "base/sync_setup.h"
 
 #include "absl/base/internal/cycleclock.h"
 #include "absl/synchronization/mutex.h"
 
-namespace minivm::gc {
+namespace minivm::base {
 
 void InitSynchronization() {
   if constexpr (!kMutexDeadlockDetection) {
@@ -35,4 +35,4 @@ void InitSynchronization() {
   (void)absl::base_internal::CycleClock::Frequency();
 }
 
-}  // namespace minivm::gc
+}  // namespace minivm::base

@@ -13,12 +13,12 @@
 // switching either would change every seeded run. The state transition, the
 // seeding and the splitmix64 mixer are shared. Abseil's generators are not
 // used: they do not promise stable sequences across releases.
-#ifndef MINIVM_GC_XOSHIRO_H_
-#define MINIVM_GC_XOSHIRO_H_
+#ifndef MINIVM_BASE_XOSHIRO_H_
+#define MINIVM_BASE_XOSHIRO_H_
 
 #include <cstdint>
 
-namespace minivm::gc {
+namespace minivm::base {
 
 // splitmix64's step: advances `state` and returns the next output.
 inline uint64_t SplitMix64(uint64_t& state) {
@@ -68,6 +68,6 @@ class Xoshiro256 {
   uint64_t s_[4];
 };
 
-}  // namespace minivm::gc
+}  // namespace minivm::base
 
-#endif  // MINIVM_GC_XOSHIRO_H_
+#endif  // MINIVM_BASE_XOSHIRO_H_

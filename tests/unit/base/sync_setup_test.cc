@@ -1,18 +1,18 @@
-// InitSynchronization (gc/sync_setup.h): in Release builds an inverted lock
+// InitSynchronization (base/sync_setup.h): in Release builds an inverted lock
 // order goes unreported, in debug and sanitizer builds Abseil still aborts
 // on it; the call can be repeated and leaves the cycle clock calibrated.
 // Each case runs in a child process (death-test machinery), since the
 // lock-order mode and the calibration are process-wide and the other tests
 // of this binary run without the set-up.
-#include "gc/sync_setup.h"
+#include "base/sync_setup.h"
 
 #include <cstdlib>
 
 #include "absl/base/internal/cycleclock.h"
-#include "gc/sync.h"
+#include "base/sync.h"
 #include "gtest/gtest.h"
 
-namespace minivm::gc {
+namespace minivm::base {
 namespace {
 
 // a then b, later b then a: a cycle in the lock-order graph, though one
@@ -66,4 +66,4 @@ TEST(SyncSetupDeathTest, RepeatableAndLeavesTheClockCalibrated) {
 }
 
 }  // namespace
-}  // namespace minivm::gc
+}  // namespace minivm::base
