@@ -1,5 +1,5 @@
-// The GC's locks: absl::Mutex / absl::CondVar, made visible to
-// ThreadSanitizer.
+// minivm's locks: absl::Mutex / absl::CondVar, made visible to
+// ThreadSanitizer (the heap's, the agent API's, the VM's).
 //
 // The system Abseil is not built with -fsanitize=thread, so TSan cannot see
 // absl::Mutex establish happens-before, and every handoff through the

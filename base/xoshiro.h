@@ -1,16 +1,13 @@
 // xoshiro256 (Blackman and Vigna, "Scrambled linear pseudorandom number
 // generators", 2021), seeded through splitmix64: the one pseudo-random
-// generator of minivm. The heap sampler draws its gaps from it (gc/sampler.h,
-// design point 8) and `rand(n)` its numbers (vm/runtime/rng.h).
-//
-// It lives in gc/ because gc/ is the bottom layer: vm/runtime may include gc/
-// headers, but gc/ may include nothing above it (docs/architecture.md), so
-// the one definition both use has to be here. It depends on nothing.
+// generator of minivm. The heap sampler draws its gaps from it (gc/sampler.h)
+// and `rand(n)` its numbers (vm/runtime/rng.h). It lives in base/, the layer
+// both gc/ and vm/ may include (docs/architecture.md), and depends on nothing.
 //
 // One state, two output scramblers, because both sequences are fixed by
 // --seed and users rely on that (docs/language.md, rand; docs/sampling.md,
-// reproducible runs): the sampler has always used ++ and rand() **, and
-// switching either would change every seeded run. The state transition, the
+// reproducible runs): the sampler uses ++ and rand() **, and switching
+// either would change every seeded run. The state transition, the
 // seeding and the splitmix64 mixer are shared. Abseil's generators are not
 // used: they do not promise stable sequences across releases.
 #ifndef MINIVM_BASE_XOSHIRO_H_
