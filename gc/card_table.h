@@ -1,17 +1,17 @@
 // The card table: one byte per 512-byte card of the whole reserved heap.
 //
-// 1. One table covers every space because the heap is one contiguous
+// .one-table  One table covers every space because the heap is one contiguous
 //    reservation; the write barrier (heap.h) indexes it with a biased base,
 //    so it is a shift, an add and a byte store, with no range check.
-// 2. The barrier dirties the card of the *holder's header*, never of the
+// .header-card  The barrier dirties the card of the *holder's header*, never of the
 //    slot. Card scanning therefore visits the objects whose header lies in a
 //    dirty card and scans each of them whole. Rejected: slot-precise marking
 //    (HotSpot's), which needs a block-offset table to find the object
 //    covering a card; our size-class pages make header-starts computable.
-// 3. Cards of young spaces get dirtied too (the barrier does not filter the
+// .young-cards  Cards of young spaces get dirtied too (the barrier does not filter the
 //    holder) and are simply never read; filtering would cost a compare on
 //    every store for nothing.
-// 4. After a minor collection a scanned card is clean unless an object
+// .clean  After a minor collection a scanned card is clean unless an object
 //    starting in it still references the young generation.
 #ifndef MINIVM_GC_CARD_TABLE_H_
 #define MINIVM_GC_CARD_TABLE_H_

@@ -1,60 +1,60 @@
 // The collection plan: what a pause does, and when.
 //
 // Design:
-// 1. Every collection is stop-the-world (safepoint.h) and run by the thread
+// .stw  Every collection is stop-the-world (safepoint.h) and run by the thread
 //    that needed it; only one runs at a time. TLABs are retired at the start
 //    (each with a filler word over its tail, young_gen.h) and every thread
 //    starts afresh after.
-// 2. Minor collection: Cheney evacuation of eden and the from-survivor
+// .minor  Minor collection: Cheney evacuation of eden and the from-survivor
 //    (scavenger.h), roots = VM roots + dirty cards of the old generation.
 //    Pause cost: roots + card table + survivors; eden is never touched.
-// 3. Promotion guarantee: a minor collection runs only when the old
+// .guarantee  Promotion guarantee: a minor collection runs only when the old
 //    generation's free pages can absorb every young byte in the worst case
 //    (young bytes x WorstCaseExpansion + one partly filled page per class);
 //    otherwise the collection is upgraded to a full one. So promotion never
 //    fails mid-copy. Rejected: HotSpot's averaged-promotion heuristic with a
 //    promotion-failure fallback (self-forwarding), far more code to get right.
-// 4. Full collection: mark the whole heap, report dead weak slots, sweep the
+// .full  Full collection: mark the whole heap, report dead weak slots, sweep the
 //    old generation, then evacuate all live young objects into it if the
 //    exact need (marked young objects per size class) fits; if not, young
 //    objects stay where they are, eden stays full, and the allocation that
 //    asked reports heap exhaustion. Cards stay exact either way.
-// 5. Adaptive tenuring (HotSpot's): after a minor collection the threshold
+// .tenuring  Adaptive tenuring (HotSpot's): after a minor collection the threshold
 //    becomes the smallest age at which the survivors of that age and younger
 //    exceed half a survivor space, capped at max_tenuring_threshold.
-// 6. Weak slots are processed inside the pause once liveness is known; the
+// .weak  Weak slots are processed inside the pause once liveness is known; the
 //    weak observer takes their events before the world restarts and
 //    delivers them after, on the collecting thread (DeliverFoundWeakEvents;
 //    gc/weak_table.h, .delivery).
-// 7. Old-generation occupancy target (Go's GOGC=100 pacing, by occupancy
-//    instead of a concurrent cycle): after each full collection the target
-//    becomes twice the old generation's live bytes, at least
-//    kMinOldTarget and at most its capacity. Past it, a minor collection is
-//    upgraded to full and a large object collects before it is placed (heap.cc).
-//    Why: the reservation's pages are touched for the first time when used,
-//    and freed pages are reused lowest first, so the old generation's
-//    high-water mark is what the process pays in page faults and resident
-//    memory. Collecting only when the old generation was full made a program
-//    that keeps 10 MB of large arrays live touch all 683 MiB of a 1 GiB heap's
-//    old generation (alloc_mix: 0.5 s of system time, docs/performance.md).
-//    A full collection costs the live bytes, so collecting at twice the live
-//    bytes costs at most one mark of each allocated byte. Heaps whose old
-//    generation is below kMinOldTarget behave as before.
-// 8. Eden sizing. Unless `--young` fixes it (as HotSpot's -Xmn does), eden
+// .occupancy  Old-generation occupancy target (Go's GOGC=100 pacing, applied
+//    to occupancy since there is no concurrent cycle): after each full
+//    collection the target becomes twice the old generation's live bytes, at
+//    least kMinOldTarget and at most its capacity. Past it, a minor
+//    collection is upgraded to full and a large object collects before it is
+//    placed (heap.cc). Why: the reservation's pages are touched for the first
+//    time when used, and freed pages are reused lowest first, so the old
+//    generation's high-water mark is what the process pays in page faults
+//    and resident memory. A full collection costs the live bytes, so
+//    collecting at twice the live bytes costs at most one mark of each
+//    allocated byte. An old generation smaller than kMinOldTarget collects
+//    only when full. Rejected: collecting only when the old generation is
+//    full (a program that keeps a few MB of large arrays live touches every
+//    page of the old generation; alloc_mix, docs/performance.md).
+// .eden-sizing  Unless `--young` fixes it (as HotSpot's -Xmn does), eden
 //    starts at kInitialEden of its reservation. After a minor collection
 //    that kept more than an eighth of the bytes it collected (eden and the
 //    from-survivor; kept = copied plus promoted) it grows to eight times
 //    what was kept, at least double, up to the reservation. It never
-//    shrinks. Why: a young collection costs its survivors, not eden's size,
-//    so a small eden costs only more frequent pauses while objects die
-//    young, and it saves the first touch of every eden page (binary trees
-//    depth 16 paid 0.24 s of system time for a 286 MiB eden it never filled
-//    twice) and keeps the TLABs' zeroing in cache. A high survival rate
-//    means the eden is too small for the program's transient structures:
-//    kept at 32 MiB, binary trees depth 20 promoted its half-built trees and
-//    took 1.7x the time, so eden grows at once instead. A collection that
-//    ran with eden less than half full (explicit, stress) says nothing about
-//    the size and changes nothing.
+//    shrinks. A collection that ran with eden less than half full
+//    (explicit, stress) says nothing about the size and changes nothing.
+//    Why: a young collection costs its survivors, not eden's size, so a
+//    small eden costs only more frequent pauses while objects die young, and
+//    it saves the first touch of every eden page and keeps the TLABs'
+//    zeroing in cache. A high survival rate means the eden is too small for
+//    the program's transient structures, which it would promote half-built,
+//    so eden then grows at once. Rejected: a fixed eden (a large one pays
+//    page faults for space it never fills; a small one promotes
+//    transient structures; binary trees, docs/performance.md).
 #include <algorithm>
 #include <chrono>
 
@@ -155,7 +155,7 @@ GenerationalHeap::GcKind GenerationalHeap::Collect(Mutator* requester, GcCause c
     }
     if (old_->used_bytes() > old_before) promoted = old_->used_bytes() - old_before;
   }
-  // After the collection: TLAB sizes follow eden's new capacity (design 8).
+  // After the collection: TLAB sizes follow eden's new capacity (.eden-sizing).
   for (Mutator* m : safepoints_.mutators()) {
     MutatorData::Of(m)->tlab_sizer.OnCollection(eden_used, young_->eden_capacity());
   }
@@ -224,7 +224,7 @@ void GenerationalHeap::MinorCollection(std::vector<WeakEvent>* events) {
                 [&](Object* o, WeakTable::Fate* f) { return scavenger.WeakFate(o, f); }, events);
   young_->FinishScavenge();
   UpdateTenuringThreshold(scavenger.age_bytes());
-  if (options_.young_bytes == 0) {  // design 8
+  if (options_.young_bytes == 0) {  // .eden-sizing
     const size_t survived = young_->from().used() + scavenger.promoted_bytes();
     young_->SetEdenCapacity(EdenCapacityAfterMinor(young_->eden_capacity(), eden_used, collected,
                                                    survived, young_->eden_reserved()));
@@ -269,7 +269,7 @@ void GenerationalHeap::FullCollection(std::vector<WeakEvent>* events) {
     // allocation that triggered this report exhaustion.
     for (Object* o : marker.young_marked()) o->gc_word &= ~gc_word::kMarked;
   }
-  // Design 7; the young survivors just promoted are live, so they count.
+  // .occupancy; the young survivors just promoted are live, so they count.
   old_target_ = OldTargetAfterFull(old_->used_bytes(), old_->capacity());
 }
 

@@ -67,7 +67,7 @@ class Walk final : public RootVisitor {
     }
   }
 
-  // Queues o unless it was queued before (design point 4).
+  // Queues o unless it was queued before (heap_walker.h .once).
   void Enqueue(Object* o) {
     const uint64_t granule = (reinterpret_cast<uintptr_t>(o) - base_) / kObjectAlignment;
     if (visited_ == nullptr || granule / 64 >= words_) return;  // not a heap object (or no

@@ -3,26 +3,26 @@
 // the world stopped.
 //
 // Design:
-// 1. One copy of the root and object scans. Roots come from the collector's
+// .scans  One copy of the root and object scans. Roots come from the collector's
 //    own root enumeration (GenerationalHeap::VisitAllRoots, i.e. the VM's
 //    VmInterface plus the sample root) with a visitor that asks for root
 //    kinds (RootVisitor::WantsRootInfo); references come from the same
 //    Object::SlotsBegin/SlotsEnd ranges the marker and scavenger scan. A
 //    slot's index in that range is the field index (kFields) or the element
 //    index (kRefArray).
-// 2. Breadth-first with an explicit FIFO queue, never recursion: a list of
+// .bfs  Breadth-first with an explicit FIFO queue, never recursion: a list of
 //    millions of objects cannot overflow the C stack, and the first path
 //    found to an object is a shortest one from the root set (leak tools'
 //    "path to GC roots" relies on it).
-// 3. The visited set is a bitmap over the heap's reservation, one bit per
+// .visited  The visited set is a bitmap over the heap's reservation, one bit per
 //    8-byte granule (size / 64 bytes: 16 MiB for a 1 GiB heap), not the
 //    header's mark bit: the walk then never writes to objects, and an
 //    aborted walk leaves nothing to clean up.
-// 4. An object is followed (its references reported) at most once: when it
+// .once  An object is followed (its references reported) at most once: when it
 //    is first reached by a report whose answer is kFollow. Every reference
 //    out of a followed object is reported, to visited objects too, so each
 //    reference is reported exactly once.
-// 5. The walk never allocates on the heap and never collects; the visitor
+// .no-alloc  The walk never allocates on the heap and never collects; the visitor
 //    must not either (the world is stopped by the calling thread).
 #ifndef MINIVM_GC_HEAP_WALKER_H_
 #define MINIVM_GC_HEAP_WALKER_H_

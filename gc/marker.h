@@ -4,10 +4,10 @@
 // all evacuated to the old generation or, when they cannot all fit, left in
 // place and unmarked again (collection.cc).
 //
-// 1. An explicit mark stack, never recursion (deep lists would overflow the
+// .stack  An explicit mark stack, never recursion (deep lists would overflow the
 //    C stack). Rejected: a mark bitmap (one more side structure to keep in
 //    sync; the header has the bit already and sweep visits every cell).
-// 2. While marking, young objects are recorded with their size class so the
+// .young-classes  While marking, young objects are recorded with their size class so the
 //    GC can decide exactly whether the old generation can absorb them.
 #ifndef MINIVM_GC_MARKER_H_
 #define MINIVM_GC_MARKER_H_

@@ -2,7 +2,7 @@
 // the large-object space (LOS), both carved from one range of kPageSize pages.
 //
 // Design:
-// 1. Non-moving mark-sweep rather than mark-compact: promotion and LOS
+// .mark-sweep  Non-moving mark-sweep rather than mark-compact: promotion and LOS
 //    allocation never move an object, the agent API's weak slots for old
 //    objects never change, and the sweep is one pass over page metadata and
 //    cells. Fragmentation is bounded by size classes (size_classes.h) and by
@@ -10,19 +10,19 @@
 //    large object can reuse them. Rejected: mark-compact (Lisp2 needs three
 //    passes and a forwarding table, and moving old objects would turn every
 //    full GC into a flood of "moved" events).
-// 2. A small page holds cells of one class only, so the object starts in any
+// .pages  A small page holds cells of one class only, so the object starts in any
 //    card are computable (ForEachObjectStartingIn). A free cell has a null
 //    klass word (objects never do) and links the class's free list through
 //    its second word; every cell of a page is either an object or free, so
 //    pages are always parsable.
-// 3. A large object (size > kLargeObjectThreshold) takes a run of whole
+// .large  A large object (size > kLargeObjectThreshold) takes a run of whole
 //    pages, header at the first page; it is allocated by mutators outside any
 //    TLAB (the "alloc_major" path, which the sampler must cover) and zeroed
 //    by the allocating thread outside the heap lock. Runs are found first-fit
 //    from the lowest free page.
-// 4. Small cells are only allocated inside a pause (promotion); large runs by
+// .when  Small cells are only allocated inside a pause (promotion); large runs by
 //    mutators under the owner's lock. Sweep runs inside the pause.
-// 5. Marks live in the object's gc_word (kMarked); Sweep clears them.
+// .marks  Marks live in the object's gc_word (kMarked); Sweep clears them.
 #ifndef MINIVM_GC_OLD_SPACE_H_
 #define MINIVM_GC_OLD_SPACE_H_
 
@@ -48,7 +48,7 @@ class OldSpace {
   bool Contains(uintptr_t p) const { return p - base_ < pages_.size() * kPageSize; }
   // The end of the highest page ever used: no object has been above it, so
   // its cards were never dirtied, and a card scan may stop there. With the
-  // occupancy target (collection.cc, design 7) that is far below limit().
+  // occupancy target (collection.cc .occupancy) that is far below limit().
   uintptr_t used_limit() const { return base_ + used_page_limit_ * kPageSize; }
 
   // A cell for a promoted object of `size` bytes (<= kLargeObjectThreshold).

@@ -29,7 +29,7 @@ bool SafepointManager::OthersStoppedLocked() const {
     if (m == owner_) continue;
     const SafepointState state = StateOf(m).load();
     if (state == SafepointState::kRunning) return false;
-    if (permanent_ && state == SafepointState::kNative) return false;  // protocol point 6
+    if (permanent_ && state == SafepointState::kNative) return false;  // safepoint.h .death
   }
   return true;
 }
@@ -88,7 +88,7 @@ void SafepointManager::BeginPermanent(Mutator* requester) {
     }
   }
   active_ = true;
-  permanent_ = true;  // from now on non-mutators give up on Begin (point 6)
+  permanent_ = true;  // from now on non-mutators give up on Begin (safepoint.h .death)
   owner_ = requester;
   owner_thread_ = std::this_thread::get_id();
   for (Mutator* m : mutators_) {
@@ -144,7 +144,7 @@ SafepointState SafepointManager::SetState(Mutator* m, SafepointState to) {
     // wakes it.
     if (active_ && owner_ != m) ParkLocked(m);
   } else if (permanent_ && owner_ != m && from == SafepointState::kBlocked) {
-    // VM death (point 6) counted this thread as stopped while it was
+    // VM death (safepoint.h .death) counted this thread as stopped while it was
     // blocked, typically a callback waiting on a raw monitor. Back in
     // native it would run agent code alongside VMDeath, which must be the
     // last event: it parks for good instead.

@@ -21,28 +21,28 @@
 // could not say which layer is innermost; a saved state can.
 //
 // Protocol:
-// 1. Each attached mutator is in one of the states above.
-// 2. A thread that needs the world stopped calls Begin. If another thread's
+// .states  Each attached mutator is in one of the states above.
+// .begin  A thread that needs the world stopped calls Begin. If another thread's
 //    safepoint is in progress, Begin parks the caller as kStopped until it is
 //    over and returns false: the caller's TLAB was retired meanwhile and it
 //    must retry whatever it wanted (its allocation usually succeeds now).
 //    Only one safepoint is ever active, so only one collection runs at a time.
 //    A thread in a safe state may call Begin (a callback forcing a
 //    collection); it owns the safepoint like any other requester.
-// 3. Otherwise the caller becomes the owner, sets every other mutator's poll
+// .owner  Otherwise the caller becomes the owner, sets every other mutator's poll
 //    word and waits until none is kRunning. A thread that polls
 //    (SafepointPoll) parks as kStopped; SetState(kRunning) waits (parked, as
 //    kStopped) while a safepoint is active, so a native or blocked thread
 //    never re-enters the heap mid-pause. The owner itself may change state
 //    freely (the GC start/finish callbacks run on it inside the pause).
-// 4. End clears the poll words and wakes everyone. All transitions happen
+// .end  End clears the poll words and wakes everyone. All transitions happen
 //    under one mutex, which also orders the mutators' heap writes before the
 //    GC's reads and writes before the mutators resume.
-// 5. Attach waits for an active safepoint to end before registering, so it
+// .attach  Attach waits for an active safepoint to end before registering, so it
 //    must be called by the new thread itself (or by a thread that is inside a
 //    blocked region): a registered running thread waiting there would stall
 //    the owner. Detach parks like a poll if a safepoint is active.
-// 6. VM death (BeginPermanent) is a safepoint that never ends, and it also
+// .death  VM death (BeginPermanent) is a safepoint that never ends, and it also
 //    waits for kNative threads: callbacks in flight finish (or park, when
 //    they call a function that needs the VM) before VMDeath is delivered,
 //    so VMDeath stays the last event. It cannot wait for kBlocked threads (a
@@ -52,7 +52,7 @@
 //    permanent stop is requested, non-mutators give up on Begin at once
 //    (stopped_for_good), so an agent thread forcing a collection cannot hold
 //    up the stop while a callback waits on a lock that agent thread holds.
-// 7. SetState's fast path is lock-free, as HotSpot's thread-state
+// .fast-path  SetState's fast path is lock-free, as HotSpot's thread-state
 //    transitions: a seq_cst store of the state and a seq_cst load of active_
 //    (see SetState for why no wakeup or pause can be missed); the mutex is
 //    taken only when a safepoint is active. With the mutex every time, a
@@ -113,7 +113,7 @@ class SafepointManager {
   static std::atomic<SafepointState>& StateOf(Mutator* m);
   void ParkLocked(Mutator* m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True when no other mutator is kRunning (nor kNative, for the
-  // permanent stop: see protocol point 6).
+  // permanent stop: see .death).
   bool OthersStoppedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable base::Mutex mu_;

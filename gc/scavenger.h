@@ -1,23 +1,23 @@
 // Evacuation of the young generation: Cheney's breadth-first copying.
 //
 // Design:
-// 1. The to-survivor is its own scan queue (Cheney): objects are copied to
+// .cheney  The to-survivor is its own scan queue (Cheney): objects are copied to
 //    its top and scanned from a trailing pointer, so the pause touches only
 //    survivors, roots and dirty cards: it is proportional to what survives,
 //    never to eden. Promoted objects land in old-space cells, which are not
 //    contiguous, so they go on an explicit stack instead.
-// 2. Forwarding: the from-copy's gc_word becomes the new address | 1. The
+// .forwarding  Forwarding: the from-copy's gc_word becomes the new address | 1. The
 //    copy's gc_word holds only its new age (marks and forwarding cleared).
-// 3. Tenuring: an object whose age (minor collections survived before this
+// .tenuring  Tenuring: an object whose age (minor collections survived before this
 //    one) is below the threshold is copied to the to-survivor, otherwise
 //    promoted; when the survivor overflows, the rest are promoted early
 //    (premature promotion). Bytes per new age feed the adaptive threshold.
-// 4. Old-to-young edges come from dirty cards of the old range (card
+// .cards  Old-to-young edges come from dirty cards of the old range (card
 //    scanning, card_table.h); a scanned card is left dirty only if an object
 //    starting in it still refers to a young object, and a promoted object that
 //    refers to a young survivor dirties its own card. So after every
 //    collection each old->young edge has a dirty card (verified).
-// 5. Promotion cannot fail: the GC starts a minor collection only
+// .no-failure  Promotion cannot fail: the GC starts a minor collection only
 //    when the old generation can absorb every young byte in the worst case
 //    (the promotion guarantee, collection.cc), and a full collection only
 //    evacuates after checking the exact need. A failure is a CHECK.

@@ -1,16 +1,16 @@
 // Size classes of the old generation's small-object pages.
 //
-// 1. Every old-generation page (kPageSize bytes) holds cells of one size
+// .one-class  Every old-generation page (kPageSize bytes) holds cells of one size
 //    class, so the start of every object in a page is computable from the
 //    page's class alone: card scanning finds the objects whose header lies in
 //    a 512-byte card by arithmetic, with no crossing map or block offset
 //    table (rejected: HotSpot's block-offset table, needed only because its
 //    old space is bump-allocated with arbitrary sizes).
-// 2. Classes step by 8 bytes up to 64, then four per doubling, so a cell
+// .steps  Classes step by 8 bytes up to 64, then four per doubling, so a cell
 //    wastes at most ~24% of the object it holds. kWorstCaseExpansion (class
 //    rounding times the unused tail of a page) bounds how much old space a
 //    given number of promoted bytes can need; the promotion guarantee uses it.
-// 3. Objects larger than kLargeObjectThreshold never enter the young
+// .large  Objects larger than kLargeObjectThreshold never enter the young
 //    generation: they live in the large-object space (whole pages).
 #ifndef MINIVM_GC_SIZE_CLASSES_H_
 #define MINIVM_GC_SIZE_CLASSES_H_

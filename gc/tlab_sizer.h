@@ -1,14 +1,14 @@
 // Adaptive TLAB sizing, after HotSpot's ThreadLocalAllocBuffer.
 //
-// 1. Each thread's TLAB size targets kTargetRefills refills per epoch (the
+// .share  Each thread's TLAB size targets kTargetRefills refills per epoch (the
 //    time between two collections): desired = eden capacity x the thread's
 //    share of eden allocation / kTargetRefills. The share is an exponential
 //    average (weight kAllocationFractionWeight) updated at every collection
 //    from the bytes the thread allocated since the previous one, so a busy
 //    thread gets large TLABs and an idle one small TLABs, and eden is not
 //    parcelled out to threads that will not use it.
-// 2. Clamped to [kMinTlabBytes, min(kMaxTlabBytes, eden / 8)].
-// 3. Refill waste limit: when the current TLAB still has more free bytes than
+// .clamp  Clamped to [kMinTlabBytes, min(kMaxTlabBytes, eden / 8)].
+// .waste  Refill waste limit: when the current TLAB still has more free bytes than
 //    desired / kRefillWasteFraction, an object that does not fit is allocated
 //    outside the TLAB (in eden directly) instead of throwing the tail away;
 //    each such allocation raises the limit by kWasteIncrement so a thread

@@ -75,7 +75,7 @@ class HeapVerifier final : public RootVisitor {
       }
       uint64_t word;
       std::memcpy(&word, reinterpret_cast<void*>(p), 8);
-      if (word == 0) {  // eden never written (young_gen.h, point 2)
+      if (word == 0) {  // eden never written (young_gen.h .parsable)
         p += 8;
         continue;
       }

@@ -3,21 +3,21 @@
 // invariant, the phase and the addresses involved.
 //
 // Invariants checked:
-// 1. Parsability: eden below its top parses as objects, zero words,
+// .parse  Parsability: eden below its top parses as objects, zero words,
 //    retired TLABs' filler words and live TLABs' unused tails (young_gen.h);
 //    the from-survivor parses as back-to-back objects; every old page parses
 //    as cells (objects or free) or one large object. Every object has a
 //    non-null klass of a known kind, a sane size that stays inside its space
 //    (and, in the old generation, its own size class or run), and a gc_word
 //    with neither the forwarded nor the marked bit set.
-// 2. References: every reference in a root, in a weak slot, in an
+// .refs  References: every reference in a root, in a weak slot, in an
 //    old-generation object and in every object reachable from the roots
 //    points at the start of an object in a live space (eden below top,
 //    from-survivor below top, an allocated old cell or large object).
 //    Unreachable young objects are not required to hold valid references.
-// 3. Cards: every old->young reference has the holder's header card dirty.
-// 4. Free lists: well-formed, class-consistent, counts match the pages.
-// 5. TLABs: start <= top <= current_end <= end inside eden's used part.
+// .cards  Cards: every old->young reference has the holder's header card dirty.
+// .free-lists  Free lists: well-formed, class-consistent, counts match the pages.
+// .tlabs  TLABs: start <= top <= current_end <= end inside eden's used part.
 //    Their unused tails are not zero (tlab.h) and are not read.
 #ifndef MINIVM_GC_VERIFIER_H_
 #define MINIVM_GC_VERIFIER_H_

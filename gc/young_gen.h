@@ -4,21 +4,21 @@
 //   young_base                                              young_limit
 //   | eden (TLABs, outside-TLAB objects)  | survivor 0 | survivor 1 |
 //
-// 1. Eden is a shared bump pointer advanced with a CAS: TLAB refills and
+// .bump  Eden is a shared bump pointer advanced with a CAS: TLAB refills and
 //    outside-TLAB objects never take a lock. Eden is never cleared in bulk:
 //    each object is zeroed by the code that allocates it (tlab.h), so a pause
 //    never touches eden and its cost stays proportional to the survivors.
-// 2. Eden is parsable below its top, to the verifier (the only walker): it
+// .parsable  Eden is parsable below its top, to the verifier (the only walker): it
 //    is a sequence of objects (non-null, 8-aligned klass word), zero words
 //    (eden never written; skipped one by one), filler words that cover
 //    a retired TLAB's unused tail (FillerWord: odd, so never a klass), and
 //    the unused tails of live TLABs, which hold stale bytes and which the
 //    walker skips by the owning thread's Tlab.
-// 3. Survivors are filled by the scavenger only; a semispace is parsable
+// .survivors  Survivors are filled by the scavenger only; a semispace is parsable
 //    below its top (objects back to back).
-// 4. Eden's reservation is fixed; the part allocation may use before a
+// .capacity  Eden's reservation is fixed; the part allocation may use before a
 //    collection (eden_capacity) starts smaller and only grows, set inside a
-//    pause by the collection plan (collection.cc, design 8). Survivors are
+//    pause by the collection plan (collection.cc .eden-sizing). Survivors are
 //    sized for the whole reservation. InEden covers the reservation, so
 //    resizing never changes which objects a collection evacuates.
 #ifndef MINIVM_GC_YOUNG_GEN_H_
@@ -100,7 +100,7 @@ class YoungGen {
   const uintptr_t base_;
   const uintptr_t eden_limit_;  // end of eden's reservation
   const uintptr_t limit_;
-  std::atomic<uintptr_t> eden_end_;  // end of what allocation may use (design 4)
+  std::atomic<uintptr_t> eden_end_;  // end of what allocation may use (.capacity)
   std::atomic<uintptr_t> eden_top_;
   SemiSpace survivors_[2];
   int from_ = 0;
