@@ -34,7 +34,7 @@ vmtiError NeedTagging(Environment* e) {
   return VMTI_ERROR_NONE;
 }
 
-// Marks the extent of one heap callback (heap_walk.h, design point 3).
+// Marks the extent of one heap callback (heap_walk.h .callbacks).
 class HeapCallbackScope {
  public:
   HeapCallbackScope() : ts_(CurrentAgentThreadState()) { ++ts_.heap_callback_depth; }
@@ -74,7 +74,7 @@ class TaggedWalk : public gc::HeapWalkVisitor {
         user_data_(user_data),
         table_(e->tool->weak_table()) {}
 
-  // Inside the pause (design point 2): the tags by current address, read
+  // Inside the pause (heap_walk.h .tags): the tags by current address, read
   // once, and the callbacks' changes written back once.
   void OnWalkStart() override {
     tags_ = e_->tags.Snapshot(table_);
@@ -164,7 +164,7 @@ class ReferenceWalk final : public TaggedWalk {
   Action Report(vmtiHeapReferenceKind kind, const vmtiHeapReferenceInfo& info, gc::Object* referrer,
                 gc::Object* obj) {
     const int64_t tag = TagOf(obj);
-    if (Filtered(obj, tag)) return Action::kFollow;  // design point 4
+    if (Filtered(obj, tag)) return Action::kFollow;  // heap_walk.h .filters
     vmtiLong new_tag = tag;
     const int64_t referrer_tag = referrer != nullptr ? TagOf(referrer) : 0;
     vmtiLong new_referrer_tag = referrer_tag;

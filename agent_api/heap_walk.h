@@ -3,10 +3,10 @@
 // GetLocalName). docs/agent-api.md, "Heap walking".
 //
 // Design:
-// 1. The walk is the collector's (gc/heap_walker.h): Heap::WalkHeap stops
+// .collectors-walk  The walk is the collector's (gc/heap_walker.h): Heap::WalkHeap stops
 //    the world and runs it on the calling thread; this file only turns its
 //    reports into JVMTI-shaped callbacks, tags and filters.
-// 2. Tags are the environment's TagMap, read once per walk into a map by
+// .tags  Tags are the environment's TagMap, read once per walk into a map by
 //    address (TagMap::Snapshot) when the pause starts; the callback gets a
 //    pointer to a copy, a changed value updates that map at once and is
 //    written back to the TagMap in one batch (TagMap::SetAll) before the
@@ -14,11 +14,11 @@
 //    rather than two or three per reference: a tagging walk costs a tenth.
 //    So GetTag on a held handle, from inside a heap callback, sees the tags
 //    as they were when the walk started.
-// 3. Callbacks run with the world stopped by their own thread. While one
+// .callbacks  Callbacks run with the world stopped by their own thread. While one
 //    runs, AgentThreadState::heap_callback_depth is set, and every function
 //    that would need a safepoint, allocate on the heap or collect returns
 //    WRONG_PHASE instead of waiting for itself.
-// 4. As in HotSpot, a reference or object left out by heap_filter or klass
+// .filters  As in HotSpot, a reference or object left out by heap_filter or klass
 //    is not reported but is still followed.
 #ifndef MINIVM_AGENT_API_HEAP_WALK_H_
 #define MINIVM_AGENT_API_HEAP_WALK_H_

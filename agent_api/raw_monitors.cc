@@ -22,8 +22,9 @@ namespace {
 
 // ---- Blocking ------------------------------------------------------------
 // Every blocking step (waiting for the monitor to be free, waiting for a
-// notification) runs in a SafepointSafeScope (agent_api/thread_states.h rule
-// 4), so a thread blocked here never holds up a safepoint (design point 3).
+// notification) runs in a SafepointSafeScope (agent_api/thread_states.h
+// .safepoint-safe), so a thread blocked here never holds up a safepoint
+// (raw_monitors.h .safepoints).
 // The monitor itself is always taken after the scope has ended: leaving it
 // may wait for a collection, and a thread must not wait out a collection
 // while holding a monitor that GarbageCollectionStart/Finish may enter.
@@ -80,7 +81,7 @@ std::shared_ptr<RawMonitor> Lookup(vmtiRawMonitorID handle) {
 }
 
 // Takes m for the caller with `recursions` levels, blocking as long as
-// another thread owns it (design point 3). INVALID_MONITOR if m is
+// another thread owns it (raw_monitors.h .safepoints). INVALID_MONITOR if m is
 // destroyed first.
 vmtiError Acquire(RawMonitor& m, uint64_t self, int recursions) {
   for (;;) {

@@ -2,14 +2,14 @@
 //
 // Design
 // ------
-// 1. Handles. A vmtiRawMonitorID is an opaque token (a counter, never
+// .handles  Handles. A vmtiRawMonitorID is an opaque token (a counter, never
 //    reused, never 0), looked up in one registry on every call: a destroyed,
 //    forged or NULL handle gives VMTI_ERROR_INVALID_MONITOR and is never
 //    dereferenced (the same rule as vmtiObject tokens). A monitor's memory
 //    lives as long as any call still uses it (shared ownership), so a
 //    DestroyRawMonitor racing with a thread blocked on the monitor wakes that
 //    thread with INVALID_MONITOR instead of freeing memory under it.
-// 2. Semantics are JVMTI's: reentrant; the owner is an OS thread (any
+// .semantics  Semantics are JVMTI's: reentrant; the owner is an OS thread (any
 //    thread: VM threads in callbacks, agent threads, an agent's own
 //    pthreads); Exit/Wait/Notify/NotifyAll by a thread that does not own the
 //    monitor give NOT_MONITOR_OWNER; Wait releases every recursion level and
@@ -18,7 +18,7 @@
 //    returns when notified, timed out, interrupted or the monitor destroyed).
 //    DestroyRawMonitor of a monitor another thread owns: NOT_MONITOR_OWNER;
 //    one the caller owns is released and destroyed (JVMTI).
-// 3. Safepoints. Every blocking step (waiting to enter, waiting to be
+// .safepoints  Safepoints. Every blocking step (waiting to enter, waiting to be
 //    notified) runs inside a SafepointSafeScope (agent_api/thread_states.h), which makes a
 //    VM thread safepoint-safe while it blocks; a thread never waits for a
 //    safepoint to end while it owns a monitor it has just taken: it waits
@@ -27,7 +27,7 @@
 //    retrying if another thread was faster. So a collection's
 //    GarbageCollectionStart/Finish callbacks can enter a monitor that a
 //    thread blocked in RawMonitorEnter was about to get.
-// 4. INTERRUPT. minivm has no thread interruption. Once VM death begins
+// .interrupt  INTERRUPT. minivm has no thread interruption. Once VM death begins
 //    (before the VMDeath callbacks run), a RawMonitorWait on an agent thread
 //    (RunAgentThread) returns VMTI_ERROR_INTERRUPT, with the monitor owned
 //    again: a wait in progress is woken, a later one returns at once. It
@@ -55,7 +55,7 @@ vmtiError RawMonitorNotifyImpl(vmtiRawMonitorID monitor, bool all);
 
 // VM death has begun: wakes every agent thread waiting in RawMonitorWait
 // with VMTI_ERROR_INTERRUPT, and makes later waits on agent threads return
-// it at once (design point 4). Idempotent.
+// it at once (.interrupt). Idempotent.
 void InterruptAgentThreadWaits();
 
 }  // namespace minivm::agent

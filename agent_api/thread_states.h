@@ -3,24 +3,24 @@
 // gc/safepoint.h).
 //
 // Rules:
-// 1. Every callback that runs on a VM thread outside a pause runs in a
+// .callbacks-native  Every callback that runs on a VM thread outside a pause runs in a
 //    NativeScope: SampledObjectAlloc, ObjectPromote, ObjectFree, ThreadStart,
 //    ThreadEnd, VMInit, VMDeath. A collection may then run while the callback
 //    runs (waits on a lock, a raw monitor, I/O). GarbageCollectionStart and
 //    GarbageCollectionFinish run inside the pause, on the thread that owns it:
 //    no state change means anything there (nothing else runs), and only the
 //    raw functions are allowed in them.
-// 2. Every VMTI function that reads an object, an object handle's slot or a
+// .functions-vm  Every VMTI function that reads an object, an object handle's slot or a
 //    weak slot, or that runs the collector, holds a VmScope for its whole
 //    body: the thread is back in the VM (kRunning), waiting first for a
 //    collection in progress, so no collection can run while it holds a raw
 //    object address. An address taken inside a VmScope is never used after
 //    the scope ends (agent_api/tags.h relies on this).
-// 3. Object handles (vmtiObject) name root slots (the heap's sample root),
+// .handles  Object handles (vmtiObject) name root slots (the heap's sample root),
 //    which every collection visits and updates, native threads included: a
 //    handle names the same object after a collection that ran during the
 //    callback.
-// 4. SafepointSafeScope is for waits the agent API does on the agent's behalf
+// .safepoint-safe  SafepointSafeScope is for waits the agent API does on the agent's behalf
 //    (raw monitors): a VM thread in the VM becomes kBlocked for the wait. It
 //    may be used from any thread and in any state.
 // All three are no-ops on a thread that is not an attached VM thread (an
@@ -49,13 +49,13 @@ class SafepointStateScope {
   gc::SafepointState saved_ = gc::SafepointState::kRunning;
 };
 
-// Around one agent callback (rule 1).
+// Around one agent callback (.callbacks-native).
 class NativeScope : public SafepointStateScope {
  public:
   NativeScope() : SafepointStateScope(gc::SafepointState::kNative) {}
 };
 
-// Around a VMTI function that touches objects (rule 2). Entering may wait
+// Around a VMTI function that touches objects (.functions-vm). Entering may wait
 // for a collection in progress.
 class VmScope : public SafepointStateScope {
  public:
@@ -63,7 +63,7 @@ class VmScope : public SafepointStateScope {
 };
 
 // Around a VMTI function that reads objects through vmtiObject handles
-// (rule 2), on any thread. On an attached VM thread it is a VmScope. Any
+// (.functions-vm), on any thread. On an attached VM thread it is a VmScope. Any
 // other thread (an agent thread, an agent's pthread using the results of
 // GetObjectsWithTags) is not a mutator, so no safepoint waits for it: it
 // stops the world for the scope instead, unless it owns the safepoint
@@ -84,7 +84,7 @@ class ObjectAccessScope {
   bool ok_ = true;
 };
 
-// Around a wait that must not hold up a safepoint (rule 4): raw monitor
+// Around a wait that must not hold up a safepoint (.safepoint-safe): raw monitor
 // enter and wait. The thread must not touch objects inside it.
 class SafepointSafeScope : public SafepointStateScope {
  public:
@@ -92,7 +92,7 @@ class SafepointSafeScope : public SafepointStateScope {
 };
 
 // True when the calling thread may hold raw object addresses: not an
-// attached VM thread, or one in kRunning (checks rule 2 in debug builds).
+// attached VM thread, or one in kRunning (checks .functions-vm in debug builds).
 bool InVmState();
 
 }  // namespace minivm::agent

@@ -467,7 +467,7 @@ void ToolInterface::OnVMDeath(VMThread* current) {
   InterruptAgentThreadWaits();
   // The dying thread owns the permanent stop (or is no VM thread): the
   // scope changes nothing for the collector, but the callbacks run in the
-  // same state as every other callback (thread_states.h rule 1).
+  // same state as every other callback (thread_states.h .callbacks-native).
   NativeScope native;
   if (phase() == VMTI_PHASE_LIVE) DrainForDeath();
   ts.in_vm_death = true;

@@ -132,7 +132,7 @@ struct Function {
   mutable std::atomic<uint32_t> hotness{0};
   mutable std::atomic<JitState> jit_state{JitState::kInterpreted};
   mutable std::atomic<JitEntry> jit_code{nullptr};
-  // The entry optimised code calls (vm/jit/ir_generator.cc, design 8): the
+  // The entry optimised code calls (vm/jit/calls.cc .call.convention): the
   // same signature in the JIT's own calling convention (preserve_none on
   // x86-64: the callee saves no registers, so a call between optimised
   // functions saves only what the caller keeps live across it). Never

@@ -57,7 +57,7 @@ void Complain(const std::string& message) {
   std::fprintf(stderr, "minivm: attach: %s\n", message.c_str());
 }
 
-// Design point 2: the private folder must be ours, a real folder, 0700.
+// .who: the private folder must be ours, a real folder, 0700.
 bool PrivateDirectoryReady(const std::string& dir) {
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     Complain(absl::StrCat("cannot create ", dir, ": ", std::strerror(errno)));
@@ -297,7 +297,7 @@ bool Execute(const std::string& command, const std::string& argument,
   return host->LoadAgent(argument, reply);
 }
 
-// Reads, checks and answers one connection (design points 2 and 3).
+// Reads, checks and answers one connection (attach_listener.h .who and .input).
 void Serve(int fd, uid_t self, uid_t test_uid) {
   const Clock::time_point deadline = Clock::now() + kIoTimeout;
   // A reply gets its own time: the request's may be used up (a silent

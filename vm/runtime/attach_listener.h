@@ -2,7 +2,7 @@
 // (docs/attach.md has the protocol, docs/tools.md the user's side).
 //
 // Design
-// 1. Nothing until asked. No thread, no socket, no file exists, and nothing
+// .on-demand  Nothing until asked. No thread, no socket, no file exists, and nothing
 //    on the allocation path or in the interpreter loop changes, until a
 //    client asks. The client creates `<pid>.trigger` in the user's private
 //    folder (vm/runtime/attach_protocol.h) and sends SIGQUIT; the signal
@@ -12,7 +12,7 @@
 //    SIGQUIT as in HotSpot: SIGUSR2 belongs to heapprof, SIGUSR1 to programs
 //    and collectors, and a SIGQUIT without the trigger file still ends the
 //    VM (exit 131), now in order, as SIGINT does.
-// 2. Who may talk. The folder is 0700 and must be owned by the VM's user
+// .who  Who may talk. The folder is 0700 and must be owned by the VM's user
 //    (a folder someone else made, or a symlink, is refused: no listener); the
 //    socket is 0600; every connection's SO_PEERCRED uid must be the VM's
 //    effective uid or root, otherwise it gets an error reply and nothing runs.
@@ -22,11 +22,11 @@
 //    (docs/attach.md, "Threat model"). What a reply carries from the
 //    program or an agent inside a line (a thread's name) is escaped here
 //    (attach::EscapeField); the client escapes the rest for the terminal.
-// 3. Hostile input. One request per connection, at most
+// .input  Hostile input. One request per connection, at most
 //    attach::kMaxRequestBytes, read within kIoTimeout (2 s) in total; a
 //    malformed request gets an error reply. Requests are served one at a
 //    time, so a silent client holds the others up by at most kIoTimeout.
-// 4. What runs where. threads, heap and gc run on the listener thread (a
+// .threads  What runs where. threads, heap and gc run on the listener thread (a
 //    native thread, not a language thread) through the heap's safepoint
 //    operations; load and agents go to the agent API through AttachAgentHost,
 //    which the composition root (vm/main.cc) supplies, so that vm/runtime
@@ -34,7 +34,7 @@
 //    started (VMInit done) and answer "the VM is ending" once it ends.
 //    A load first sends an attach::kStatusLoading frame: an Agent_OnAttach
 //    may outlast the client's wait, which then says so.
-// 5. No stale files. The socket file is removed at every end the process
+// .cleanup  No stale files. The socket file is removed at every end the process
 //    lives through (_exit by the VM or a second signal, exit() through
 //    atexit, the default-fatal signals no one else handles); the files of
 //    a process killed outright are removed by the next client for that pid

@@ -1,25 +1,25 @@
 // The dispatch loop.
 //
 // Design:
-//  1. Computed goto (GCC labels as values): one indirect jump per
+// .dispatch  Computed goto (GCC labels as values): one indirect jump per
 //     instruction, each from its own site. pc always points at the start of
 //     the current instruction; an instruction advances it by its length.
-//  2. sp, pc, the frame, its base and its field caches live in locals
+// .locals  sp, pc, the frame, its base and its field caches live in locals
 //     (registers). SYNC() writes sp to the thread and pc to the frame before
 //     anything that may allocate, collect, block or stop at a safepoint, and
 //     before raising an error (so traces and the GC see the precise
 //     state). After such a point every reference is re-read from its stack
 //     slot: a moving collection rewrites slots, never C++ locals.
-//  3. Integer fast paths work on the tagged bits (int tag bit 0 = 1):
+// .int-fast  Integer fast paths work on the tagged bits (int tag bit 0 = 1):
 //     a + b is bits(a) + bits(b) - 1, which wraps at 63 bits exactly as the
 //     language requires. Everything else (strings, errors, field-cache
 //     misses) is in out-of-line cold helpers, keeping the loop small.
-//  4. CALL and RETURN push and pop Frames in the thread's frame array; the
+// .calls  CALL and RETURN push and pop Frames in the thread's frame array; the
 //     loop never recurses, so no program can overflow the native stack.
 //     The loop returns when the frame it was entered with returns.
-//  5. Safepoint polls at LOOP (back-edges) and CALL: a relaxed-cost load of
+// .polls  Safepoint polls at LOOP (back-edges) and CALL: a relaxed-cost load of
 //     the mutator's poll word, with SYNC() only on the rare taken path.
-//  6. Memory model: globals, fields and elements are read and written with
+// .memory-model  Memory model: globals, fields and elements are read and written with
 //     acquire loads and release stores (vm/runtime/shared_slots.h): racy
 //     programs (docs/language.md, "Threads") never see a torn value or an
 //     object whose header is not yet visible, and stay well-defined C++ (so
@@ -27,7 +27,7 @@
 //     Rejected: plain accesses plus a release fence after allocation (the
 //     JVM's StoreStore barrier): it relies on address dependencies on the
 //     reading side, which C++ does not guarantee and TSan cannot see.
-//  7. Tiering (docs/jit.md): with a JIT installed, CALL and LOOP count the
+// .tiering  Tiering (docs/jit.md): with a JIT installed, CALL and LOOP count the
 //     function's hotness while it has no compiled code and report it once
 //     hot; once it has, CALL runs the callee's compiled code on the frame
 //     EnterFrame pushed, and LOOP hands the running activation to it at the
@@ -35,7 +35,7 @@
 //     the native stack is low (VMThread::NativeStackLow): the interpreter
 //     goes on instead, since it never recurses natively. With --jit=off the
 //     only cost is one predictable branch per CALL and LOOP. Optimised code
-//     that finds no room for a call (vm/jit/ir_generator.cc, design 12)
+//     that finds no room for a call (vm/jit/frames.cc .checks.once)
 //     hands its activation back mid-way: InterpretFrame resumes it in its
 //     innermost frame, at that CALL, and runs it to its end without
 //     on-stack replacement (VMThread::resumed_frame), which would enter the
@@ -172,7 +172,7 @@ Outcome InterpretFrame(VMThread* t, Frame* const entry, bool resume) {
   JitHooks* const jit = vm->jit();  // null: no tiering (--jit=off)
   const uint32_t jit_threshold = vm->jit_threshold();
 
-  // A resumed activation (design 7) starts in its innermost frame with the
+  // A resumed activation (.tiering) starts in its innermost frame with the
   // operands compiled code wrote back; a new one at its first instruction.
   Frame* frame = resume ? t->fp : entry;
   Value* base = frame->base;

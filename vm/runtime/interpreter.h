@@ -29,7 +29,7 @@ Outcome Interpret(VMThread* t, const Function* fn);
 // into it) are written, each caller at its CALL, the innermost at the
 // instruction to run, with its operands below t->sp. Runs them until `frame`
 // returns; the caller sets t->resumed_frame to `frame` for that time, so
-// that its loops stay interpreted (design 7 in interpreter.cc).
+// that its loops stay interpreted (interpreter.cc .tiering).
 Outcome InterpretFrame(VMThread* t, Frame* frame, bool resume = false);
 
 }  // namespace minivm

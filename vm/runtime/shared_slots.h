@@ -2,8 +2,8 @@
 //
 // The language has no locks, so a program may race on globals, fields and
 // elements. The VM must stay memory-safe however a program races:
-//  1. No torn values: each slot is one aligned 64-bit (or 8-bit) atomic.
-//  2. Safe publication: a thread that loads a reference must see the
+// .no-tearing  No torn values: each slot is one aligned 64-bit (or 8-bit) atomic.
+// .publication  Safe publication: a thread that loads a reference must see the
 //     referenced object's initialisation (its class pointer and length), or
 //     it could read a garbage class pointer. Stores of Values into shared
 //     slots are release, loads acquire, so object initialisation (done

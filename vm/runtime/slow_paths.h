@@ -31,7 +31,7 @@ bool BinarySlow(VMThread* t, Opcode op, gc::Value* operands);
 // DIV and MOD, a divisor above 0) did not apply: only for ADD (two Strings)
 // and DIV and MOD (other int divisors). Every other operator then has a
 // non-int operand and raises, so compiled code's slow path for it need not
-// continue (vm/jit/ir_generator.cc, design 14). BinarySlow checks it.
+// continue (vm/jit/operators.cc .op.raise-only). BinarySlow checks it.
 constexpr bool BinarySlowCanSucceed(Opcode op) {
   return op == Opcode::ADD || op == Opcode::DIV || op == Opcode::MOD;
 }

@@ -3,21 +3,21 @@
 // on stderr (when stderr itself still works).
 //
 // Design:
-//  1. stdout and stderr are stdio streams, stdout fully buffered when it is
+// .buffering  stdout and stderr are stdio streams, stdout fully buffered when it is
 //     not a terminal, so a write may fail long after print() returned: at
 //     the next buffer flush or only at exit. ferror() is sticky, so one
 //     check at exit of each stream (after a final fflush) sees every failure
 //     of the run. print() also stops the program at the first failure it
 //     sees (VM::WriteLine), as SIGPIPE would for a pipe.
-//  2. A closed descriptor 0, 1 or 2 at start would be handed to the next
+// .closed-fds  A closed descriptor 0, 1 or 2 at start would be handed to the next
 //     file the VM or an agent opens (a profile, a socket), and print() would
 //     then write into that file. OccupyClosedStandardFds puts /dev/null,
 //     opened read-only, on it: no file gets the number, and a write to it
 //     still fails (EBADF), as it would have on the closed descriptor.
-//  3. A failure turns exit code 0 into 1; a non-zero code (a runtime error,
+// .exit-code  A failure turns exit code 0 into 1; a non-zero code (a runtime error,
 //     exit(n), a compile error) already says the run failed and is kept, as
 //     it carries more information.
-//  4. The VM's other outputs (--perf-map) follow the same rule: a write that
+// .other-outputs  The VM's other outputs (--perf-map) follow the same rule: a write that
 //     fails is noted when it happens (NoteLostOutput) and reported at exit,
 //     one line, beside stdout's.
 #ifndef MINIVM_VM_RUNTIME_STANDARD_STREAMS_H_
