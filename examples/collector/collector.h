@@ -2,28 +2,28 @@
 // the profile files. docs/collector.md describes it for users.
 //
 // Design:
-//  1. One thread, one poll() loop (rejected: a reader thread per client,
+// .one-thread  One thread, one poll() loop (rejected: a reader thread per client,
 //     heapprofd's unwinder threads, which pay off when records need heavy
 //     work such as unwinding raw stacks; here a record is a few hash-table
 //     updates, so one thread keeps up with several VMs and needs no locks).
 //     The loop watches a signalfd (SIGUSR1: dump; SIGTERM, SIGINT: stop),
 //     the listening socket and every client socket, and wakes at least every
 //     kTickMs to drain the rings (the VMs send a wake-up byte only when a
-//     ring fills while the collector sleeps, ring_buffer.h point 6).
-//  2. Fairness: each pass reads at most kDrainBudget records per client, and
+//     ring fills while the collector sleeps, ring_buffer.h .wake-ups).
+// .fairness  Fairness: each pass reads at most kDrainBudget records per client, and
 //     the loop does not sleep while any client has more.
-//  3. A client is untrusted: its hello is validated, its records are
+// .untrusted  A client is untrusted: its hello is validated, its records are
 //     validated by RingReader and Session, and any violation ends that
 //     connection only (with a final profile saying why). A client that does
 //     not finish its handshake in kHandshakeSeconds is dropped.
-//  4. Profiles: DIR/heap.<pid>.<connection>.<nnnn>.pb.gz for dumps on
+// .profiles  Profiles: DIR/heap.<pid>.<connection>.<nnnn>.pb.gz for dumps on
 //     request (SIGUSR1) and periodic ones (--period; skipped when nothing
 //     changed), DIR/heap.<pid>.<connection>.final.pb.gz when the connection
 //     ends, whatever the reason; the pid is the kernel's (SO_PEERCRED), the
 //     connection number counts from 1 per collector run. Each file's pprof
 //     comments say whether it is final and why, and how many records the VM
 //     dropped. Files are written whole (temporary file and rename).
-//  5. End of a connection: on end-of-file the ring is drained to the end
+// .end  End of a connection: on end-of-file the ring is drained to the end
 //     with the writer known to be gone (torn records skipped and counted),
 //     then the final profile is written. With the end byte first, the VM
 //     exited; without it, it died.

@@ -7,13 +7,13 @@
 // layout.
 //
 // Connection, in order:
-//  1. The agent connects to the collector's SOCK_SEQPACKET socket (message
+// .connect  The agent connects to the collector's SOCK_SEQPACKET socket (message
 //     boundaries are kept, so every message below is one recv) and sends a
 //     Hello.
-//  2. The collector answers with a Welcome. If it accepts, the Welcome
+// .welcome  The collector answers with a Welcome. If it accepts, the Welcome
 //     carries the ring buffer's memfd as SCM_RIGHTS ancillary data; if not,
 //     `status` is non-zero and `reason` says why, and it closes the socket.
-//  3. From then on the agent writes records into the ring buffer and sends
+// .records  From then on the agent writes records into the ring buffer and sends
 //     one-byte messages: kWakeByte when the collector asked to be woken
 //     (Meta::reader_idle), kEndByte once, at VM death, just before closing.
 //     The collector sends nothing more; it closes the socket when it stops

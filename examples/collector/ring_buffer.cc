@@ -109,7 +109,7 @@ std::unique_ptr<SharedRing> SharedRing::Attach(int fd, uint64_t ring_bytes, std:
   // The seals first: once the size cannot change, the size check below
   // stays true for as long as the mapping lives. Without them the other
   // side could shrink the file under our mapping and a write to the ring
-  // would be SIGBUS (design point 1).
+  // would be SIGBUS (ring_buffer.h .mapping).
   constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
   int seals = 0;
   if (!ValidRingBytes(ring_bytes)) {
@@ -151,7 +151,7 @@ bool RingWriter::Reserve(RecordType type, uint64_t payload_bytes, Slot* slot) {
   bool fits = need <= ring_bytes_ && need <= kMaxRecordBytes;
   while (fits) {
     // Acquire: the reader zeroed everything below read_pos before storing it
-    // (design point 4); our header and payload stores come after.
+    // (ring_buffer.h .reader); our header and payload stores come after.
     const uint64_t r = meta_->read_pos.load(std::memory_order_acquire);
     // write_pos is read after read_pos, every time round. The reader moved
     // read_pos past records whose reserving CAS on write_pos happens before
@@ -168,7 +168,7 @@ bool RingWriter::Reserve(RecordType type, uint64_t payload_bytes, Slot* slot) {
     }
     // read_pos only grows, so the check above stays true if write_pos is
     // still w. On failure both are reloaded and the check redone. seq_cst on
-    // success: one half of the wake-up handshake (design point 6; a locked
+    // success: one half of the wake-up handshake (ring_buffer.h .wake-ups; a locked
     // instruction on x86 whatever the order).
     if (meta_->write_pos.compare_exchange_weak(w, w + need, std::memory_order_seq_cst,
                                                std::memory_order_relaxed)) {
@@ -181,13 +181,13 @@ bool RingWriter::Reserve(RecordType type, uint64_t payload_bytes, Slot* slot) {
     return false;
   }
   // Offsets stay inside [0, ring) + need <= 2 * ring: the double mapping,
-  // whatever the positions in Meta say (design point 5).
+  // whatever the positions in Meta say (ring_buffer.h .trust).
   slot->header = HeaderAt(data_, ring_bytes_, w);
   slot->header_value = MakeHeader(type, static_cast<uint32_t>(need));
   slot->payload = data_ + (w & (ring_bytes_ - 1)) + kHeaderBytes;
   slot->end = w + need;
   // The size goes in at once so that a reader can skip this record if this
-  // process dies before committing it (design point 7).
+  // process dies before committing it (ring_buffer.h .death).
   slot->header->store(slot->header_value, std::memory_order_relaxed);
   return true;
 }
@@ -196,7 +196,7 @@ bool RingWriter::Commit(const Slot& slot) {
   slot.header->store(slot.header_value | kCommitBit, std::memory_order_release);
   // seq_cst, after the seq_cst CAS that reserved this record: against the
   // reader's seq_cst store of the flag and load of write_pos, either it saw
-  // our reservation or we see its flag (design point 6).
+  // our reservation or we see its flag (ring_buffer.h .wake-ups).
   if (meta_->reader_idle.load(std::memory_order_seq_cst) == 0) return false;
   // The reader may already be past this record (and others after it): then
   // nothing of ours is waiting, and the difference would wrap.
@@ -224,7 +224,7 @@ RingReader::RingReader(SharedRing* ring)
 
 void RingReader::Consume(uint64_t size) {
   // Zero before publishing: a writer that reserves these bytes later must
-  // find a zero header until it stores its own (design point 4).
+  // find a zero header until it stores its own (ring_buffer.h .reader).
   std::memset(data_ + (read_pos_ & (ring_bytes_ - 1)), 0, size);
   read_pos_ += size;
   meta_->read_pos.store(read_pos_, std::memory_order_release);
@@ -281,7 +281,7 @@ RingReader::Status RingReader::Next(bool writer_gone, uint16_t* type, std::vecto
 }
 
 bool RingReader::PrepareToSleep() {
-  // seq_cst store, then seq_cst load (design point 6): either the writers see
+  // seq_cst store, then seq_cst load (ring_buffer.h .wake-ups): either the writers see
   // the flag and wake us at the threshold, or we see that their
   // reservations already reach it.
   meta_->reader_idle.store(1, std::memory_order_seq_cst);

@@ -3,7 +3,7 @@
 // heapprofd SharedRingBuffer; docs/collector.md has the pictures.
 //
 // Design:
-//  1. Backing and mapping. A memfd holds one metadata page (Meta) and a data
+// .mapping  Backing and mapping. A memfd holds one metadata page (Meta) and a data
 //     area of `ring_bytes`, a power of two and a whole number of pages. Each
 //     side maps it as [META][DATA][DATA again]: the data area twice, back to
 //     back, so a record that runs past the end of the area is still
@@ -13,11 +13,11 @@
 //     collector's mapping (which would be SIGBUS). The agent checks those
 //     seals in Attach for the same reason the other way round: a ring from
 //     something that is not a real collector is refused, not mapped.
-//  2. Positions. Meta::write_pos and Meta::read_pos are byte counters that
+// .positions  Positions. Meta::write_pos and Meta::read_pos are byte counters that
 //     only grow (64 bits: no wrap in practice); a position p is at offset
 //     p & (ring_bytes - 1). write_pos - read_pos is the bytes in use and
 //     never exceeds ring_bytes.
-//  3. Several writers, no lock. A writer reserves [w, w + size) by a CAS on
+// .writers  Several writers, no lock. A writer reserves [w, w + size) by a CAS on
 //     write_pos, after checking against read_pos (acquire) that the space is
 //     free (read_pos loaded first, then write_pos, each attempt: see
 //     RingWriter::Reserve); then it stores the record's header (size and
@@ -29,7 +29,7 @@
 //     Meta.
 //     Rejected alternative: heapprofd's spinlock around the reservation,
 //     which can make an allocating thread wait for a descheduled one.
-//  4. One reader. It reads the header at read_pos (acquire): 0 or no commit
+// .reader  One reader. It reads the header at read_pos (acquire): 0 or no commit
 //     bit means "not yet" (records are consumed in reservation order, so a
 //     slow writer delays the records after it, never corrupts them). A
 //     committed record is copied out of shared memory (so that a client
@@ -38,13 +38,13 @@
 //     makes a header read as 0 until a writer stores it: a writer's CAS
 //     moves write_pos before its header store, and the reader must not
 //     mistake an old record's header for a new one.
-//  5. Trust. The reader keeps its own copy of read_pos and validates every
+// .trust  Trust. The reader keeps its own copy of read_pos and validates every
 //     header (size a multiple of 8, at least 8, within what write_pos says
 //     was reserved, at most kMaxRecordBytes, reserved bits clear) and
 //     write_pos (at most ring_bytes ahead); anything else is kCorrupt. The
 //     writer keeps the reserved range inside the double mapping whatever
 //     Meta says, so a collector cannot make it write out of bounds either.
-//  6. Wake-ups (heapprofd's reader_paused). The reader drains on a timer
+// .wake-ups  Wake-ups (heapprofd's reader_paused). The reader drains on a timer
 //     (the collector's tick) and, when it has caught up, sets
 //     Meta::reader_idle and sleeps unless the buffer already holds
 //     WakeThreshold bytes (an eighth of it). A writer that commits while
@@ -60,7 +60,7 @@
 //     writer sees the flag. (If the reservation is seen but its record is
 //     not yet committed, the reader sleeps rather than spin; the wake-up can
 //     then be late by at most one tick.)
-//  7. Death. A writer that dies between reserve and commit leaves a header
+// .death  Death. A writer that dies between reserve and commit leaves a header
 //     with a size and no commit bit (a torn record), or, in the instant
 //     between its CAS and its first header store, a zero header. Once the
 //     writer's process is gone the reader skips torn records and counts

@@ -123,7 +123,7 @@ bool Session::ApplyAlloc(const uint8_t* p, size_t bytes, std::string* error) {
              std::to_string(rec.weight) + ", tag " + std::to_string(rec.tag);
     return false;
   }
-  // Check the table limits before changing anything (design point 1).
+  // Check the table limits before changing anything (session.h .validate-first).
   if (Full(frames_.size() + rec.frame_count, "frames", error) ||
       Full(stacks_.size() + 1, "stacks", error) ||
       Full(symbols_.size() + 2, "classes and threads", error)) {

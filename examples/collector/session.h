@@ -2,22 +2,22 @@
 // remote agent writes (protocol.h) and the bookkeeping they feed.
 //
 // Design:
-//  1. Records are validated completely before anything is changed: exact
+// .validate-first  Records are validated completely before anything is changed: exact
 //     sizes, counts and lengths within protocol.h's limits, finite weights,
 //     bounded tables. A malformed record is an error the caller turns into
 //     the end of the connection; the session stays as it was, so the
 //     profile written after the error holds everything valid before it.
-//  2. Stacks arrive as (method id, location) pairs and are interned as they
+// .stacks  Stacks arrive as (method id, location) pairs and are interned as they
 //     come: frames per pair, stacks per frame sequence, so a sample costs a
 //     32-bit stack id; names and lines (kMethod, kLine, kClass, kThread) are
 //     looked up only when a profile is built. The agent sends each name
 //     before the first record that uses it, but a session never relies on
 //     that: an id without a name prints as "<unknown method 0x...>".
-//  3. Aggregation is heapprof's (examples/agents/heapprof/heap_profile.h:
+// .aggregation  Aggregation is heapprof's (examples/agents/heapprof/heap_profile.h:
 //     per (stack, class, thread), Horvitz-Thompson weights summed in
 //     doubles), and so is the profile writer; promotions are counted per
 //     row (the promoted_bytes label).
-//  4. Memory grows with the program's code (frames, stacks, names; each
+// .memory  Memory grows with the program's code (frames, stacks, names; each
 //     table is capped at kMaxTableEntries, beyond which records are
 //     malformed) and with the number of live samples, as heapprof's does.
 //

@@ -2,16 +2,16 @@
 // encoder, and gzip.
 //
 // Design:
-//  1. Hand-written encoder, as Go's runtime/pprof/protobuf.go: varints,
+// .encoder  Hand-written encoder, as Go's runtime/pprof/protobuf.go: varints,
 //     length-delimited fields and packed repeated integers are all a
 //     profile needs, in ~150 lines. The alternative, protoc + libprotobuf,
 //     was rejected: ~200 KB of generated code, a libprotobuf.so runtime
 //     dependency loaded into the VM's process, and generated code that must
 //     match the library version (docs/tools.md, "Why a hand-written encoder").
-//  2. Strings, functions and locations are interned as they are added; the
+// .interning  Strings, functions and locations are interned as they are added; the
 //     string table is written last (field order does not matter to readers),
 //     with string_table[0] = "" as the format requires.
-//  3. One Location per distinct (function, line), one Function per distinct
+// .locations  One Location per distinct (function, line), one Function per distinct
 //     (name, file), one Mapping (id 1) that every Location references, so
 //     that pprof does not complain about a missing main binary. Fields added
 //     to profile.proto after 2022 (doc_url, Line.column) are never written.

@@ -297,7 +297,7 @@ RetentionResult FindRetentionPaths(vmtiEnv* tag_env, vmtiEnv* walk_env,
   }
   result.visited = static_cast<int64_t>(s.nodes.size());
   result.cut_off = s.cut_off;
-  // Clear the scratch tags (design point 2).
+  // Clear the scratch tags (retention.h .scratch-tags).
   if (!s.nodes.empty()) {
     callbacks.heap_reference_callback = &UntagCallback;
     (*walk_env)->FollowReferences(walk_env, 0, nullptr, nullptr, &callbacks, nullptr);

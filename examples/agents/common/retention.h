@@ -3,10 +3,10 @@
 // retention labels.
 //
 // Design:
-// 1. One breadth-first walk from the roots (the VM's walk is breadth-first,
+// .bfs  One breadth-first walk from the roots (the VM's walk is breadth-first,
 //    docs/heap-walking.md), so the first time the walk reaches an object of
 //    a query it is on a shortest path from a root to that query's objects.
-// 2. Objects are named by tags in a scratch environment of the agent's own
+// .scratch-tags  Objects are named by tags in a scratch environment of the agent's own
 //    (walk_env), never in the environment whose tags identify samples:
 //    targets get tag -(query + 1), every object the walk reaches gets its
 //    node number (> 0), and the node table keeps, per node, its parent
@@ -15,15 +15,15 @@
 //    tagged objects removes every scratch tag (the tagged objects are
 //    closed under "parent", so it reaches them all), and the targets'
 //    tags are cleared through their handles.
-// 3. The budget: at most max_objects nodes (about 40 bytes each here, plus
+// .budget  The budget: at most max_objects nodes (about 40 bytes each here, plus
 //    the VM's tag for each) and max_seconds of walking; beyond either the
 //    walk is aborted and the queries not yet answered are reported as cut
 //    off. The walk also stops as soon as every query is answered.
-// 4. The targets' handles (from GetObjectsWithTags) are roots of kind
+// .targets  The targets' handles (from GetObjectsWithTags) are roots of kind
 //    OTHER while the search runs; a root reference of that kind to a
 //    target is skipped, so a target is found only through what really
 //    keeps it alive (and a dead, not yet collected one is "unreachable").
-// 5. Everything runs on the calling thread; the walks are pauses of the VM
+// .calling-thread  Everything runs on the calling thread; the walks are pauses of the VM
 //    (logged by --verbose:gc), and the report states their total.
 #ifndef MINIVM_EXAMPLES_AGENTS_COMMON_RETENTION_H_
 #define MINIVM_EXAMPLES_AGENTS_COMMON_RETENTION_H_

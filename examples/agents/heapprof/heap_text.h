@@ -3,7 +3,7 @@
 // that names the addresses it contains.
 //
 // Design:
-//  1. The format is the one pprof's legacy parser reads (google/pprof,
+// .format  The format is the one pprof's legacy parser reads (google/pprof,
 //     profile/legacy_profile.go, parseHeap): a header line
 //       heap profile: IO: IB [AO: AB] @ SAMPLING
 //     then one line per sample
@@ -12,13 +12,13 @@
 //     blank lines and '#' lines may appear anywhere. The parser reads
 //     nothing else: the '#' lines that Go (and this file) write after each
 //     sample, with function and file:line per address, are for people.
-//  2. Values are heapprof's unbiased estimates, not raw sample counts, so the
+// .estimates  Values are heapprof's unbiased estimates, not raw sample counts, so the
 //     header says "@ heapprofile" (pprof takes the values as they are,
 //     period 1) rather than Go's "@ heap/<2*rate>": given a rate, pprof
 //     scales each line by 1/(1-exp(-avgsize/rate)) itself, because Go's
 //     runtime writes raw counts, and ours would be inflated a second time.
 //     The sampling interval is stated in a comment instead.
-//  3. Addresses are not machine addresses: frame f of the site table is
+// .addresses  Addresses are not machine addresses: frame f of the site table is
 //     written as kFrameBase + 16 f + 8. pprof subtracts 1 from each before
 //     symbolizing (return addresses point after the call), so any address in
 //     [kFrameBase + 16 f, kFrameBase + 16 f + 16) names frame f. The text has
@@ -48,7 +48,7 @@ constexpr uint64_t kFrameBase = 0x100000;
 
 // The address standing for site-table frame `frame` in the text.
 inline uint64_t FrameAddress(uint32_t frame) { return kFrameBase + 16 * uint64_t{frame} + 8; }
-// The frame an address names (see design point 3); false if none of the
+// The frame an address names (see .addresses); false if none of the
 // `frame_count` frames.
 bool FrameOfAddress(uint64_t address, size_t frame_count, uint32_t* frame);
 

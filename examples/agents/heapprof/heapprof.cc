@@ -43,27 +43,27 @@
  *                    FRACTION (e.g. 0.1; jemalloc's prof_gdump)
  *
  * Design:
- *  1. Each sample is captured on the allocating thread: stack (resolved to
+ * .capture  Each sample is captured on the allocating thread: stack (resolved to
  *     function/file/line at once, interned: common/sites.h), class, thread
  *     name and Horvitz-Thompson weight. Its object is tagged with a fresh
  *     record id; ObjectFree with that tag removes it from the in-use sums.
- *  2. Output (files, HTTP) is built on agent-owned threads from copies of
+ * .output  Output (files, HTTP) is built on agent-owned threads from copies of
  *     the tables; they never call VMTI functions that need a VM thread
  *     (ForceGarbageCollection, which the worker and ?gc=1 call, may be
  *     called from any thread: the collection's ObjectFree events reach the
  *     tables before it returns).
  *     The HTTP endpoints keep Go's rule whatever gc= says: in-use values
  *     as of the last collection, unless the URL asks for one (?gc=1).
- *  3. SIGUSR2's handler only counts the signal. A worker thread polls that
+ * .sigusr2  SIGUSR2's handler only counts the signal. A worker thread polls that
  *     count and the control file every 100 ms, and writes the dumps queued
  *     to it (dump_every's and gdump's, whose state was taken when they came
  *     due); nothing is ever written from a signal handler or a GC callback.
  *     The handler, once installed, stays until the process ends, so that
  *     SIGUSR2 never takes its default action (the end of the VM): a request
  *     after the worker stopped (VM death, `stop`) is only counted.
- *  4. Callbacks arrive on several threads: HeapData and SiteTable lock
+ * .threads  Callbacks arrive on several threads: HeapData and SiteTable lock
  *     internally; no agent lock is held across a VMTI call.
- *  5. Live means live (gc=1, the default): the final profile, the summary
+ * .live  Live means live (gc=1, the default): the final profile, the summary
  *     and every numbered dump but gdump's (which shows the collection that
  *     set the new mark) are taken right after a full collection that
  *     heapprof forces (ForceGarbageCollection, whose ObjectFree events are
@@ -74,11 +74,11 @@
  *     crossing; SIGUSR2's and the control file's on the worker thread. No
  *     agent lock is held meanwhile, since a thread in a callback waiting
  *     for that lock could not reach the safepoint.
- *  6. One instance per environment (common/agent.h): the library may be
+ * .instance  One instance per environment (common/agent.h): the library may be
  *     loaded twice (`--heap-profile=a -agentlib:heapprof=...`), and each
  *     load is an independent profiler. Only SIGUSR2, which is process-wide,
  *     has process-wide state: a counter that every instance's worker reads.
- *  7. Attach (`minivm-attach PID load heapprof=ACTION,...`, docs/tools.md):
+ * .attach  Attach (`minivm-attach PID load heapprof=ACTION,...`, docs/tools.md):
  *     Agent_OnAttach's first option may be an action, as async-profiler's
  *     are: start (the default) makes an attached instance (agent::Attach),
  *     which samples from then on (its profiles say that objects allocated
@@ -421,7 +421,7 @@ class Profiler {
   // that every profile says so.
   void MarkAttached() { attached_ = true; }
 
-  // `dump[,file=PATH]` (design point 7): a profile of now (after a
+  // `dump[,file=PATH]` (.attach): a profile of now (after a
   // collection with gc=1), to PATH or to the next numbered file.
   void DumpNow(const std::string& path) {
     PendingDump d;
@@ -447,7 +447,7 @@ class Profiler {
     return true;
   }
 
-  // `stop`: the final profile, then the environment goes (design point 7).
+  // `stop`: the final profile, then the environment goes (.attach).
   void StopAttached() {
     Finish(env_);
     log_.Check(env_, (*env_)->DisposeEnvironment(env_), "DisposeEnvironment");
@@ -590,7 +590,7 @@ class Profiler {
   // sampling (its ObjectFree events have been delivered when
   // ForceGarbageCollection returns). gc=0, or a collection that could not
   // run: no collection, and the note says when the last one ran. Must be
-  // called with no agent lock held (see design point 5).
+  // called with no agent lock held (see .live).
   LiveNote CollectForLiveData(vmtiEnv* env, const char* when) {
     // WRONG_PHASE is expected, not an error: the VM is ending on another
     // thread (a dump the worker drains during VMDeath).
@@ -922,7 +922,7 @@ class Profiler {
   bool attached_ = false;  // set before Install (MarkAttached), then read only
 };
 
-// The attached instance (design point 7), guarded by g_attach_mu.
+// The attached instance (.attach), guarded by g_attach_mu.
 std::mutex g_attach_mu;
 Profiler* g_attached = nullptr;
 
@@ -934,7 +934,7 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void*) {
 }
 
 // minivm-attach PID load heapprof=[start,]OPTIONS | dump[,file=PATH] |
-// set,interval=BYTES | stop (design point 7).
+// set,interval=BYTES | stop (.attach).
 VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void*) {
   using namespace heapprof;
   const std::string text = options != nullptr ? options : "";

@@ -32,7 +32,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Set on the thread that runs a connection (design point 2): when the
+// Set on the thread that runs a connection (http_server.h .threads): when the
 // connection was accepted, and whether it is to be turned away.
 thread_local Clock::time_point t_accepted;
 thread_local bool t_reject = false;
@@ -108,8 +108,8 @@ class WorkerPool final : public httplib::TaskQueue {
 
 enum class WaitResult { kReady, kTimeout, kStop };
 
-// One connection's socket I/O for httplib, with the deadlines of design
-// point 4. The request head is read (and checked) before httplib parses it,
+// One connection's socket I/O for httplib, with the deadlines of
+// http_server.h .deadlines. The request head is read (and checked) before httplib parses it,
 // then served to it from the buffer.
 class Connection final : public httplib::Stream {
  public:
@@ -352,7 +352,7 @@ constexpr const char* kText = "text/plain; charset=utf-8";
 class CppHttplibServer final : public HttpServer, public httplib::Server {
  public:
   CppHttplibServer() : wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
-    set_keep_alive_max_count(1);  // design point 3
+    set_keep_alive_max_count(1);  // http_server.h .one-request
     set_payload_max_length(kMaxBody);
     set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       // A POST's body is read after pre-routing: it goes to the route below.
@@ -362,7 +362,7 @@ class CppHttplibServer final : public HttpServer, public httplib::Server {
     });
     Post(".*", [this](const httplib::Request& req, httplib::Response& res) { Respond(req, res); });
     set_post_routing_handler([](const httplib::Request&, httplib::Response& res) {
-      res.headers.erase("Accept-Ranges");  // added to HEAD responses only (design point 7)
+      res.headers.erase("Accept-Ranges");  // added to HEAD responses only (http_server.h .no-compression)
     });
     set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
       res.status = 500;
@@ -483,7 +483,7 @@ class CppHttplibServer final : public HttpServer, public httplib::Server {
           bool closed = false;
           ok = process_request(c, /*close_connection=*/true, closed, [&c](httplib::Request& req) {
             c.StartResponse();
-            req.headers.erase("Accept-Encoding");  // design point 7
+            req.headers.erase("Accept-Encoding");  // http_server.h .no-compression
             req.ranges.clear();
           });
           break;
@@ -540,7 +540,7 @@ class CppHttplibServer final : public HttpServer, public httplib::Server {
 }  // namespace
 }  // namespace heapprof
 
-// The module's one entry point (http_server.h, design point 1).
+// The module's one entry point (http_server.h .module).
 extern "C" __attribute__((visibility("default"))) heapprof::HttpServer* heapprof_new_http_server() {
   try {
     return new heapprof::CppHttplibServer();

@@ -4,19 +4,19 @@
 // not do: per-request deadlines, a bounded pool, limits, prompt shutdown.
 //
 // Design:
-//  1. A module of its own, libheapprof_http.so beside libheapprof.so, loaded
+// .module  A module of its own, libheapprof_http.so beside libheapprof.so, loaded
 //     by LoadHttpServer only when http= is given: Debian's libcpp-httplib
 //     links OpenSSL and brotli, and with minivm's RTLD_NOW their relocations
 //     cost every VM start that loads heapprof about 4 ms of CPU
 //     (docs/performance.md), a price only users of the endpoint should pay.
-//  2. Threads: httplib's accept loop on one thread, requests on a pool of
+// .threads  Threads: httplib's accept loop on one thread, requests on a pool of
 //     kWorkers (httplib's TaskQueue interface), all started with every
 //     signal blocked, so that the program's signals never land on them.
 //     Connections accepted while every worker is busy wait in a queue of at
 //     most kMaxQueued; past that a connection gets 503 at once.
-//  3. One request per connection (Connection: close): an idle keep-alive
+// .one-request  One request per connection (Connection: close): an idle keep-alive
 //     connection would hold a worker.
-//  4. Deadlines. httplib's timeouts bound each recv and send, so a client
+// .deadlines  Deadlines. httplib's timeouts bound each recv and send, so a client
 //     sending one byte every 2 s would hold a worker for ever. Each
 //     connection's I/O goes through a Stream of ours instead (by overriding
 //     Server::process_and_close_socket, as httplib's SSLServer does): the
@@ -25,7 +25,7 @@
 //     the end of the headers (Go's http.Server WriteTimeout, which also
 //     bounds ?seconds=N), never waiting more than kWriteStall for the client
 //     to take more bytes.
-//  5. Limits, checked as the request head arrives, before httplib sees it: a
+// .limits  Limits, checked as the request head arrives, before httplib sees it: a
 //     request line over kMaxLine gets 414, a header line over kMaxLine or a
 //     head over kMaxHead gets 431. Then, still before any body is read, the
 //     Content-Length headers, by Go's net/http's rules: several that differ,
@@ -33,10 +33,10 @@
 //     over kMaxBody gets 413. httplib cannot do this itself: it reads (or
 //     skips) the body before any hook of its own runs, and takes only the
 //     first of several Content-Length headers.
-//  6. Stop() is prompt whatever the clients do: every socket wait also polls
+// .stop  Stop() is prompt whatever the clients do: every socket wait also polls
 //     an eventfd that Stop() makes readable, a stopping server never waits
 //     to write, and handlers in Sleep() wake up.
-//  7. Responses are never compressed (the client's Accept-Encoding is
+// .no-compression  Responses are never compressed (the client's Accept-Encoding is
 //     dropped) and Range is ignored, as by Go's net/http/pprof; HEAD gets
 //     GET's headers (httplib's extra Accept-Ranges for HEAD is removed).
 // Rejected: an event loop reading all request heads on one thread (slow
@@ -83,7 +83,7 @@ class HttpServer {
 };
 
 // Loads libheapprof_http.so from the folder of the library this code is in
-// (design point 1) and makes a server; null with *error set on failure.
+// (.module) and makes a server; null with *error set on failure.
 std::unique_ptr<HttpServer> LoadHttpServer(std::string* error);
 
 // What libheapprof_http.so exports: a new server (null if out of memory).

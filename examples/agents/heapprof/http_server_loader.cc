@@ -1,4 +1,4 @@
-// LoadHttpServer (http_server.h, design point 1): part of libheapprof.so,
+// LoadHttpServer (http_server.h .module): part of libheapprof.so,
 // which must not link cpp-httplib itself.
 #include <dlfcn.h>
 

@@ -18,14 +18,14 @@
  *   file=PATH          write the report there instead of stderr (checked at
  *                      load; each report replaces the file's content)
  *   paths=on|off       each reported site's shortest path from a GC root
- *                      (default on; design point 7)
+ *                      (default on; .why-alive)
  *   path_objects=N     the path search's budget in objects (default 2000000)
  *   path_seconds=S     and in seconds of walking (default 2)
  *
  * Design (docs/tools.md, "leakcheck", states the test and its bound):
- *  1. Every sample is tagged and recorded (site = innermost frame + class,
+ * .tagging  Every sample is tagged and recorded (site = innermost frame + class,
  *     weight, birth) until ObjectFree.
- *  2. Snapshots only at full collections that the agent forces. Liveness is
+ * .snapshots  Snapshots only at full collections that the agent forces. Liveness is
  *     only known at collections, and only a full one tells which old
  *     objects died: after a minor collection an old object that died long
  *     ago still looks live (which made the growth of a steady program's
@@ -42,7 +42,7 @@
  *     (birth, death) ordinal, only for samples live at two or more
  *     snapshots (the only ones the test uses): most samples die young and
  *     leave nothing behind.
- *  3. The test. t1 is the last snapshot; t0 and tm the snapshots with the
+ * .test  The test. t1 is the last snapshot; t0 and tm the snapshots with the
  *     longest tm - t0 <= t1 - tm in bytes allocated, t0 at a quarter of
  *     t1's allocation or later (what a program builds when it starts is
  *     older). Per site,
@@ -60,12 +60,12 @@
  *     phase (binary_trees.mv's trees of each depth) is not a leak, and the
  *     objects allocated since the last snapshot, whose fate is unknown, do
  *     not count at all.
- *  4. Many sites are tested at once: Tarone's Bonferroni correction. A site
+ * .many-sites  Many sites are tested at once: Tarone's Bonferroni correction. A site
  *     with n samples cannot reach p < 2^-n; the smallest k such that at
  *     most k sites could reach alpha/k is found, and each site is tested at
  *     alpha/k (alpha = 1 - confidence). The chance that a report names any
  *     site that does not leak is then at most alpha.
- *  5. The schedule: a full collection when the estimated bytes allocated
+ * .schedule  The schedule: a full collection when the estimated bytes allocated
  *     since the last forced one reach max(4 MiB, a quarter of all bytes
  *     allocated so far, the live bytes at the last snapshot): 4 + 3.5 ln(T
  *     / 16 MiB) collections for T bytes allocated (10 for 100 MiB, 19 for
@@ -73,10 +73,10 @@
  *     safety net for heaps whose full collections are slow: none starts
  *     while the pauses so far exceed half the wall-clock time since load
  *     and add up to a quarter second.
- *  6. Points are capped at 128 (the schedule makes about 40 for 1 TiB):
+ * .cap  Points are capped at 128 (the schedule makes about 40 for 1 TiB):
  *     when full, every other one is dropped (the newest kept) and death
  *     counts move to the kept ordinals.
- *  7. Why it is still alive: for each site a report names, the shortest
+ * .why-alive  Why it is still alive: for each site a report names, the shortest
  *     path from a GC root to one of the site's sampled objects still live
  *     (up to 256 of them), printed with repeated links folded (`global
  *     cache -> Cache.buckets -> Array[7] -> Entry.next x 12 -> Entry`), as
@@ -120,7 +120,7 @@ namespace leakcheck {
 namespace {
 
 constexpr size_t kMaxPoints = 128;
-// Forced collections (design point 5).
+// Forced collections (.schedule).
 constexpr double kMinGap = 4 << 20;       // at least 4 MiB allocated apart,
 constexpr double kGapFraction = 0.25;     // and a quarter of all allocated so far;
 constexpr double kForcedTimeShare = 0.5;  // pauses under half the wall-clock time,
@@ -411,7 +411,7 @@ class Checker {
   }
 
   // The report's text, with each site's path to a GC root found now (one
-  // search for all of them: design point 7).
+  // search for all of them: .why-alive).
   std::string Compose(const Report& r) {
     std::string out = r.head;
     std::vector<std::vector<vmtiLong>> queries;

@@ -22,10 +22,10 @@
  *                    "Live means live")
  *
  * Design:
- *  1. Connect at load: a VM told to report to a collector that is not
+ * .connect  Connect at load: a VM told to report to a collector that is not
  *     there stops before the program starts (exit 1, one line), like any
  *     agent with a bad option. The handshake has 5-second time-outs.
- *  2. Per sample, on the allocating thread: the sample info, the stack as
+ * .per-sample  Per sample, on the allocating thread: the sample info, the stack as
  *     (method id, location) pairs, a tag; one kAlloc record. Names are
  *     resolved here (only a VM thread may ask) but sent once each: a kMethod
  *     per method, a kLine per (method, location), a kClass per class, a
@@ -34,19 +34,19 @@
  *     is sent again by the next sample that needs it; a sample whose names
  *     did not fit is dropped whole). A per-thread direct-mapped cache of
  *     sent keys keeps the shared set's mutex off the common path.
- *  3. Never block on the collector: a full ring drops the record and counts
+ * .never-block  Never block on the collector: a full ring drops the record and counts
  *     it in shared memory (the collector puts the counts in the profile); a
  *     sample's object is untagged if its record was dropped, so no free or
  *     promotion follows. The wake-up byte is a non-blocking send, made only
- *     when the collector has marked itself idle (ring_buffer.h, point 6).
- *  4. Collector death: a monitor thread waits (poll, no timer) on the
+ *     when the collector has marked itself idle (ring_buffer.h .wake-ups).
+ * .collector-death  Collector death: a monitor thread waits (poll, no timer) on the
  *     socket; end-of-file or an error there, or EPIPE on a wake-up send,
  *     means the collector is gone. The agent then prints one line, the next
  *     callback on a VM thread disables its events, and the program runs on.
- *  5. VM death: events off, the monitor joined, kEndByte sent (so the
+ * .vm-death  VM death: events off, the monitor joined, kEndByte sent (so the
  *     collector's final profile says the VM exited rather than died), the
  *     socket closed. The mapping stays until the process ends.
- *  6. Callbacks arrive on several threads at once: the ring's writer side is
+ * .threads  Callbacks arrive on several threads at once: the ring's writer side is
  *     lock-free (CAS reservation), counters are atomics, the sent set is
  *     behind a mutex that no VMTI call is made under.
  */
@@ -112,7 +112,7 @@ struct KeyHash {
   }
 };
 
-// Per-thread cache of keys known to be sent (design point 2). Trivially
+// Per-thread cache of keys known to be sent (.per-sample). Trivially
 // destructible, zero-initialised: a = 0 is empty (handles are never null).
 constexpr int kCacheBits = 9;
 thread_local Key tl_sent_cache[1 << kCacheBits];
@@ -196,7 +196,7 @@ class Remote {
     p->Require("socket", "socket=PATH (the collector's socket)");
   }
 
-  // Connects to the collector (design point 1); null after one line on
+  // Connects to the collector (.connect); null after one line on
   // stderr.
   static std::unique_ptr<Remote> Create(Config c, vmtiVM*, vmtiEnv* env) {
     // One connection per process: a second -agentlib:remote would share
@@ -281,7 +281,7 @@ class Remote {
                     "GetStackTrace")) {
       count = 0;
     }
-    // Names first (design point 2): any that does not fit drops the sample.
+    // Names first (.per-sample): any that does not fit drops the sample.
     bool names_ok = EnsureThread(env, thread) && EnsureClass(env, klass);
     for (vmtiInt i = 0; names_ok && i < count; ++i) {
       names_ok = EnsureMethod(env, frames[i].method) &&
@@ -292,7 +292,7 @@ class Remote {
       return;
     }
     // The tag is set before the record is reserved: between reserve and
-    // commit no VMTI call is made (ring_buffer.h, point 3).
+    // commit no VMTI call is made (ring_buffer.h .writers).
     int64_t tag = next_tag_.fetch_add(1, std::memory_order_relaxed);
     if (!log_.Check(env, (*env)->SetTag(env, object, tag), "SetTag")) tag = 0;
     collector::RingWriter::Slot slot;
