@@ -19,7 +19,7 @@
 //     The loop returns when the frame it was entered with returns.
 // .polls  Safepoint polls at LOOP (back-edges) and CALL: a relaxed-cost load of
 //     the mutator's poll word, with SYNC() only on the rare taken path.
-// .memory-model  Memory model: globals, fields and elements are read and written with
+// .memory-model  Globals, fields and elements are read and written with
 //     acquire loads and release stores (vm/runtime/shared_slots.h): racy
 //     programs (docs/language.md, "Threads") never see a torn value or an
 //     object whose header is not yet visible, and stay well-defined C++ (so
