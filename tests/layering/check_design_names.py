@@ -31,8 +31,9 @@ Reference: a name, in a comment of a source file (the text after `//` or
   any other reference must be defined in its own file or, failing that, in
   some file of the tree.
 
-Numbered references: "design N", "design point N" (any case) in base/, gc/,
-  vm/, agent_api/ and examples/ are breaches: points have names.
+Numbered references: "design N", "design point N", "designs N and M"
+  (any case) in base/, gc/, vm/, agent_api/ and examples/ are breaches:
+  points have names.
 
 Usage: check_design_names.py --source-dir DIR
 Prints each breach on one line and exits 1 if there is any.
@@ -51,7 +52,7 @@ DEFINITION = re.compile(rf"^\s*(?://+|#+|\*)\s*({NAME})(?:  |:)")
 REFERENCE = re.compile(rf"(?:^|(?<=[\s`(\[]))({NAME})(?![\w/(-]|\.[a-z])")
 # The file name just before a reference, with "'s", a comma or "(" between.
 FILE_BEFORE = re.compile(r"([\w./-]+\.(?:h|cc|c|py|md))(?:'s)?,?[\s`(]*$")
-NUMBERED = re.compile(r"design (point )?[0-9]+", re.IGNORECASE)
+NUMBERED = re.compile(r"designs? (points? )?[0-9]+", re.IGNORECASE)
 # First segments that make a file extension or an ELF section, not a name.
 NOT_NAMES = {
     "h", "c", "cc", "cpp", "hpp", "mv", "so", "a", "o", "py", "md", "txt", "json", "jsonl",
