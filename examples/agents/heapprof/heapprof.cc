@@ -89,14 +89,11 @@
  *     instance at a time (g_attached); the instance object itself stays
  *     allocated, as every instance does (common/agent.h).
  */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -120,8 +117,10 @@
 #include "../common/sites.h"
 #include "../common/thread_filter.h"
 #include "heap_profile.h"
+#include "heapprof_options.h"
 #include "http_server.h"
 #include "pprof_http.h"
+#include "sigusr2.h"
 #include "vmti/vmti.h"
 
 namespace heapprof {
@@ -129,61 +128,10 @@ namespace {
 
 constexpr const char* kName = "heapprof";
 
-struct Config {
-  int64_t interval = -1;  // -1: the VM's
-  std::string file;
-  bool file_given = false;
-  bool collapsed = false;
-  bool collapsed_inuse = true;
-  int64_t dump_every = 0;
-  std::string control;
-  int64_t http_port = -1;               // -1: no HTTP server
-  std::string http_host = "127.0.0.1";  // a numeric address
-  std::string http_option;              // as given, for messages
-  int64_t depth = 64;
-  std::string threads;  // common/thread_filter.h; empty: every thread
-  int64_t top = 5;
-  bool gc = true;
-  double gdump = 0;  // 0: off
-  int64_t histo = 0;  // class histogram rows in the exit summary (0: none; -1: all)
-  int64_t retained = 0;  // sites whose live samples get retention labels (0: none)
-  agent::RetentionBudget path_budget;  // retained=: the path search's budget
-};
-
 // Live samples per site whose paths to GC roots are searched (retained=).
 constexpr size_t kRetainedSamplesPerSite = 256;
 // References kept in the retained_by label after the root.
 constexpr size_t kRetainedLinks = 3;
-
-// SIGUSR2 is process-wide, the instances are not: the handler counts
-// signals, and each instance's worker dumps when the count moved past what
-// it last saw. A lock-free atomic is async-signal-safe and race-free.
-std::atomic<uint64_t> g_sigusr2_count{0};
-static_assert(std::atomic<uint64_t>::is_always_lock_free, "signal-safe counter");
-void OnSigusr2(int) {
-  int saved = errno;
-  g_sigusr2_count.fetch_add(1, std::memory_order_relaxed);
-  errno = saved;
-}
-
-// The handler is installed when the first instance loads and stays
-// installed until the process ends: SIGUSR2's default action ends the
-// process, so a request that comes while an instance writes its final
-// profile (VM death) or after an attached instance's `stop` must still find
-// it. With no instance left to serve it, a request is only counted, and the
-// final profile already holds what a dump would have shown.
-std::once_flag g_sigusr2_once;
-
-void InstallSigusr2() {
-  std::call_once(g_sigusr2_once, [] {
-    struct sigaction sa;
-    std::memset(&sa, 0, sizeof sa);
-    sa.sa_handler = OnSigusr2;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGUSR2, &sa, nullptr);
-  });
-}
 
 // The profiler forcing a collection on this thread, if any. A forced
 // collection runs on the thread that forced it, so its
@@ -194,22 +142,6 @@ thread_local const void* tl_forcing = nullptr;
 thread_local uint64_t tl_forced_gc = 0;
 // An HTTP request's ?gc=1 collection, for its snapshot (StartHttp).
 thread_local uint64_t tl_http_as_of = 0;
-
-// "PORT", "ADDR:PORT" or "[IPV6]:PORT", ADDR numeric.
-bool ParseHttpAddress(const std::string& v, std::string* host, int64_t* port) {
-  size_t colon = v.rfind(':');
-  if (colon == std::string::npos) return agent::ParseInt(v, 0, 65535, port);
-  std::string h = v.substr(0, colon);
-  unsigned char addr[sizeof(struct in6_addr)];
-  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') {
-    h = h.substr(1, h.size() - 2);
-    if (inet_pton(AF_INET6, h.c_str(), addr) != 1) return false;
-  } else if (inet_pton(AF_INET, h.c_str(), addr) != 1) {
-    return false;  // (an IPv6 address must be in brackets)
-  }
-  *host = h;
-  return agent::ParseInt(v.substr(colon + 1), 0, 65535, port);
-}
 
 // "ADDR:PORT", an IPv6 address in brackets.
 std::string HostPort(const std::string& host, int port) {
@@ -228,40 +160,7 @@ class Profiler {
 
   // The instance's side of agent::Start (common/agent.h).
   static void DeclareOptions(Config* c, agent::OptionParser* p) {
-    p->Bytes("interval", &c->interval, 0, INT32_MAX, "4096 or 512k");
-    p->Custom(
-        "file", "a file path (empty: no final profile)",
-        [c](const std::string& v) {
-          c->file = v;
-          c->file_given = true;
-          return true;
-        },
-        /*empty_ok=*/true);
-    p->Choice<bool>("format", &c->collapsed, {{"pprof", false}, {"collapsed", true}});
-    p->Choice<bool>("space", &c->collapsed_inuse, {{"inuse", true}, {"alloc", false}});
-    p->Bytes("dump_every", &c->dump_every, 1, INT64_MAX, "64m");
-    p->Text("control", &c->control, "a file path");
-    p->Custom("http",
-              "PORT or ADDR:PORT with a numeric address (127.0.0.1 if omitted; [::1]:PORT for "
-              "IPv6), port 0 for any free one",
-              [c](const std::string& v) {
-                c->http_option = v;
-                return ParseHttpAddress(v, &c->http_host, &c->http_port);
-              });
-    p->Int("depth", &c->depth, 1, 4096, "a frame count");
-    agent::DeclareThreadsOption(p, &c->threads);
-    p->Int("top", &c->top, 0, 1000, "a site count");
-    p->Choice<bool>("gc", &c->gc, {{"1", true}, {"0", false}});
-    p->Double("gdump", &c->gdump, 1e-6, 1e6, "a growth fraction > 0, e.g. 0.1");
-    p->Custom("histo", "a number of classes, or all", [c](const std::string& v) {
-      if (v != "all") return agent::ParseInt(v, 0, 1000000, &c->histo);
-      c->histo = -1;
-      return true;
-    });
-    p->Int("retained", &c->retained, 0, 1000, "a number of sites");
-    p->Int("path_objects", &c->path_budget.max_objects, 1, INT32_MAX, "a number of objects");
-    p->Double("path_seconds", &c->path_budget.max_seconds, 0.001, 3600,
-              "seconds from 0.001 to 3600, e.g. 2");
+    heapprof::DeclareOptions(c, p);
   }
 
   // Every path is checked now, so that a typo fails before the program
@@ -345,7 +244,7 @@ class Profiler {
     if (!config_.threads.empty() && main_thread != nullptr) {
       threads_.EnableSamplingIfSelected(env, main_thread, &log_);
     }
-    sigusr2_seen_ = g_sigusr2_count.load(std::memory_order_relaxed);
+    sigusr2_seen_ = Sigusr2Count();
     StartWorker();
     if (http_ != nullptr) StartHttp();
   }
@@ -816,7 +715,7 @@ class Profiler {
         worker_cv_.wait_for(lk, std::chrono::milliseconds(100));
       }
       const char* why = nullptr;
-      const uint64_t signals = g_sigusr2_count.load(std::memory_order_relaxed);
+      const uint64_t signals = Sigusr2Count();
       if (signals != sigusr2_seen_) {
         sigusr2_seen_ = signals;
         why = "SIGUSR2";
