@@ -36,9 +36,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "base/sync.h"
 #include "agent_api/check.h"
 #include "agent_api/tags.h"
+#include "base/sync.h"
 #include "vmti/vmti.h"
 
 namespace minivm {

@@ -67,9 +67,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "agent_api/check.h"
+#include "base/sync.h"
 #include "gc/heap.h"
 #include "gc/object.h"
-#include "base/sync.h"
 #include "gc/weak_table.h"
 
 namespace minivm::agent {

@@ -24,11 +24,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/sync.h"
 #include "gc/card_table.h"
 #include "gc/heap.h"
 #include "gc/old_space.h"
 #include "gc/safepoint.h"
-#include "base/sync.h"
 #include "gc/weak_table.h"
 #include "gc/young_gen.h"
 

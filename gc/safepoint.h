@@ -68,8 +68,8 @@
 #include <thread>
 #include <vector>
 
-#include "gc/mutator.h"
 #include "base/sync.h"
+#include "gc/mutator.h"
 
 namespace minivm::gc {
 

@@ -56,8 +56,8 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/types/span.h"
-#include "gc/object.h"
 #include "base/sync.h"
+#include "gc/object.h"
 
 namespace minivm::gc {
 
