@@ -21,7 +21,7 @@
 // could not say which layer is innermost; a saved state can.
 //
 // Protocol:
-// .states  Each attached mutator is in one of the states above.
+// .states  Each attached mutator is in one of the states above at any time.
 // .begin  A thread that needs the world stopped calls Begin. If another thread's
 //    safepoint is in progress, Begin parks the caller as kStopped until it is
 //    over and returns false: the caller's TLAB was retired meanwhile and it
@@ -55,9 +55,9 @@
 // .fast-path  SetState's fast path is lock-free, as HotSpot's thread-state
 //    transitions: a seq_cst store of the state and a seq_cst load of active_
 //    (see SetState for why no wakeup or pause can be missed); the mutex is
-//    taken only when a safepoint is active. With the mutex every time, a
-//    sample's two transitions cost about 800 instructions, against about
-//    1,900 for the rest of a sample (docs/performance.md).
+//    taken only when a safepoint is active. Rejected: the mutex on every
+//    transition (a sample makes two, and they would cost close to half of
+//    what the rest of the sample costs; docs/performance.md).
 // Rejected: signals or thread suspension (not portable, and cannot know that
 // a thread is at a point where its roots are precise); a global read-write
 // lock (a thread in a blocked region could not let a collection proceed).

@@ -25,7 +25,9 @@ Reference: a name, in a comment of a source file (the text after `//` or
     digit, `-`, `_`, `/` or `(`; a final `.`, as at the end of a sentence,
     is not part of the name), so method calls such as `.Get()` are not, and
   - not a file extension or file name: a name whose first segment is in
-    NOT_NAMES (`.h`, `.cc`, `.mv`, `.so`, ...) is not a reference.
+    NOT_NAMES (`.h`, `.cc`, `.mv`, `.so`, ...; and `.name` itself, the
+    placeholder docs use when they describe this grammar) is not a
+    reference.
   A reference preceded by a file name (`tags.h .record.reuse`, `tags.h's
   .record`, `(tags.h, .record)`) must be defined in a file of that name;
   any other reference must be defined in its own file or, failing that, in
@@ -53,13 +55,15 @@ REFERENCE = re.compile(rf"(?:^|(?<=[\s`(\[]))({NAME})(?![\w/(-]|\.[a-z])")
 # The file name just before a reference, with "'s", a comma or "(" between.
 FILE_BEFORE = re.compile(r"([\w./-]+\.(?:h|cc|c|py|md))(?:'s)?,?[\s`(]*$")
 NUMBERED = re.compile(r"designs? (points? )?[0-9]+", re.IGNORECASE)
-# First segments that make a file extension or an ELF section, not a name.
+# First segments that make a file extension or an ELF section, not a name;
+# and `.name`, which docs use to describe the grammar itself.
 NOT_NAMES = {
     "h", "c", "cc", "cpp", "hpp", "mv", "so", "a", "o", "py", "md", "txt", "json", "jsonl",
     "cmake", "sh", "pb", "gz", "pprof", "svg", "html", "csv", "log", "pc", "in", "ll", "s",
     "asm", "bin", "tmp", "out", "yaml", "yml", "toml", "git", "gitignore", "clang-format",
     "clang-tidy", "d", "map", "dump", "dot", "folded", "perf", "data", "trace", "lock", "sock",
     "text", "data", "bss", "rodata",
+    "name",  # the placeholder of the grammar, when a doc describes it
 }
 SOURCE_SUFFIXES = (".h", ".cc", ".c", ".py", ".cmake")
 TREES = ("base", "gc", "vm", "agent_api", "examples", "benchmarks", "tests", "docs")
