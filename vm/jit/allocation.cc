@@ -117,7 +117,8 @@ void IrGenerator::EmitNew(uint32_t off, int depth) {
   if (size <= gc::kMaxTlabObjectSize) {
     // .alloc.tlab: no sampling logic, by construction.
     fast = NewBlock("new_fast");
-    top = EmitTlabBump(Const64(size), klass, slow, fast, 8 * FilledBeforeAnyGcPoint(fn_, verified_, off));
+    top = EmitTlabBump(Const64(size), klass, slow, fast,
+                       8 * FilledBeforeAnyGcPoint(fn_, verified_, off));
     b_.CreateBr(done);
   } else {
     b_.CreateBr(slow);

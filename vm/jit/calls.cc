@@ -95,7 +95,6 @@ llvm::FunctionType* CodeTypeOf(llvm::LLVMContext& ctx, int register_args) {
   return llvm::FunctionType::get(i64, params, false);
 }
 
-
 void IrGenerator::EmitCall(uint32_t off, int depth) {
   const uint8_t* pc = code_ + off;
   const Function* callee = program_.functions[ReadU32(pc + 1)].get();
@@ -296,7 +295,8 @@ void IrGenerator::EmitReturn(int depth) {
   if (!path_.is_int[fn_.num_locals + depth - 1]) returns_non_int_ = true;  // .return.self-int
   if (outer_ != nullptr) {  // an inlined callee: pop and continue (.inline)
     b_.CreateStore(Operand(depth, -1), inline_result_);
-    b_.CreateBr(inline_done_);  // t->fp is not read until a GC point writes it (.frame.lazy)
+    // t->fp is not read until a GC point writes it (frames.cc .frame.lazy).
+    b_.CreateBr(inline_done_);
   } else {
     b_.CreateRet(Operand(depth, -1));  // in a register (.call.signature)
   }

@@ -148,7 +148,7 @@ uint32_t IrGenerator::Spill(int n, uint32_t off, bool at_call, int keep_from) {
 
 void IrGenerator::StoreSlots(int from, int n, uint32_t skip) {
   for (int i = from; i < n; ++i) {
-    if (path_.home[i] || InMask(skip, i)) continue;  // .path.home, .frame.int-mask
+    if (path_.home[i] || InMask(skip, i)) continue;  // path_state.h .path.home; .frame.int-mask
     llvm::StoreInst* s = b_.CreateAlignedStore(Get(i), HomeAddr(i), llvm::Align(8));
     s->setMetadata(llvm::LLVMContext::MD_tbaa, tbaa_stack_);
   }

@@ -60,11 +60,11 @@ bool IsSmallLeaf(const Function& fn);
 // Where a call site is: the tier and what the function being compiled has
 // inlined so far.
 struct InlineSite {
-  bool optimising = true;   // inlining is the optimising tier's
-  bool self = false;        // the callee is the function being compiled
+  bool optimising = true;    // inlining is the optimising tier's
+  bool self = false;         // the callee is the function being compiled
   size_t inlined_bytes = 0;  // already inlined into the function (.inline.bounded)
-  int depth = 0;            // inlined bodies around the call site
-  int copies = 0;           // of the callee in that chain, the function's own body included
+  int depth = 0;             // inlined bodies around the call site
+  int copies = 0;            // of the callee in that chain, the function's own body included
 };
 
 // Whether the CALL of `callee` at `site` is inlined (.inline.small ...

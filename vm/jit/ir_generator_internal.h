@@ -122,7 +122,7 @@ class IrGenerator {
   // Slots: the allocas (registers after mem2reg) and their homes in memory.
   LValue* Get(int slot) { return b_.CreateLoad(i64_, slots_[slot]); }
   // Every write of a slot but a reload goes through Put (path_state.h
-  // .path.forget).
+  // path_state.h .path.forget).
   void Put(int slot, LValue* v) {
     b_.CreateStore(v, slots_[slot]);
     path_.Forget(slot, fn_.num_locals);
@@ -138,41 +138,41 @@ class IrGenerator {
     return b_.CreateConstInBoundsGEP1_64(i64_, base, base_slot_ + slot);
   }
   // Writes slots [0, n) home, frame->pc = code + off and, but at a call
-  // (`at_call`: the callee's GC points do it, .frame.lazy), t->fp = frame
+  // (`at_call`: the callee's GC points do it, frames.cc .frame.lazy), t->fp = frame
   // and t->sp = base + n. A call's write-back is on every path on from it,
   // so after it the slots and an inlined body's frame are home
-  // (.path.home). At a call the slots below `keep_from` that are proven
+  // (path_state.h .path.home). At a call the slots below `keep_from` that are proven
   // ints and not home are left out, named in the pc word's int mask
-  // instead, and stay not home (.frame.int-mask); it returns that mask,
+  // instead, and stay not home (frames.cc .frame.int-mask); it returns that mask,
   // for the call's poll.
   uint32_t Spill(int n, uint32_t off, bool at_call = false, int keep_from = 0);
   // Reads slots [from, n) back from home, but those known to hold ints,
-  // which no collection moves (.path.int). It leaves path_ as it is: on the
+  // which no collection moves (path_state.h .path.int). It leaves path_ as it is: on the
   // path it is on, home and value are then the same, and on any other they
   // were as path_.home says. A runtime call that writes a result home must
   // Forget its slot first.
   void Reload(int n, int from = 0);
-  // frame->pc_word: the pc, and the int mask (.frame.int-mask).
+  // frame->pc_word: the pc, and the int mask (frames.cc .frame.int-mask).
   void SetPc(uint32_t off, uint32_t mask = 0);
   // Before the interpreter takes the activation over, the slots each
-  // caller's call left out (ints, not home) go home (.frame.int-mask).
+  // caller's call left out (ints, not home) go home (frames.cc .frame.int-mask).
   void WriteOuterFramesBack();
-  // Writes home the slots in [from, n) that are not there (.path.home), but
+  // Writes home the slots in [from, n) that are not there (path_state.h .path.home), but
   // those the int mask `skip` names.
   void StoreSlots(int from, int n, uint32_t skip = 0);
   // An inlined body's frame's function and base, unless every path here
-  // wrote them (.path.home).
+  // wrote them (path_state.h .path.home).
   void WriteInlinedFrame();
   // EnterFrame's frame-array and value-stack checks for a call of `callee`
   // whose frame would be `next` at slot `callee_slot` of this body's base,
   // at the CALL at `off` with `n` slots: on overflow, writes the slots home
   // and raises as the interpreter does; else continues, and returns whether
   // the native stack is low there. Optimised code tests once for all sites
-  // instead (.checks.once).
+  // instead (frames.cc .checks.once).
   LValue* EmitFrameChecks(LValue* next, int callee_slot, const Function& callee, int n,
                           uint32_t off);
   // Optimised code's test that covers every call site's checks at once
-  // (.checks.once): true when the frames, slots or native stack the
+  // (frames.cc .checks.once): true when the frames, slots or native stack the
   // function may need at most are not all there. The same value at every
   // site, so that GVN keeps only the first on each path.
   LValue* EmitNoRoom();
@@ -211,7 +211,7 @@ class IrGenerator {
   // [from, n) home (the others are home already), sets t->sp = base + n and
   // the pc, and reads [from, n) back after the safepoint.
   void EmitPoll(int n, uint32_t pc_off, int from, uint32_t pc_mask = 0);
-  // .tier-up: slots [0, n) live, `pc_off` the pc to write back, `entry` the
+  // polls.cc .tier-up: slots [0, n) live, `pc_off` the pc to write back, `entry` the
   // optimised code's entry argument. Nothing unless hot_threshold_.
   void EmitTierUp(int n, uint32_t pc_off, uint32_t entry);
   // LOOP: the back-edge's poll and tier-up.
@@ -245,7 +245,7 @@ class IrGenerator {
   void EmitRuntimeCall(uint32_t off, int depth, bool builtin);
 
   // --- allocation (allocation.cc) -------------------------------------------
-  // The TLAB bump of .alloc.tlab for `size` bytes: branches to `slow` when
+  // The TLAB bump of allocation.cc .alloc.tlab for `size` bytes: branches to `slow` when
   // top + size passes current_end (the TLAB is full or a sample is due),
   // else continues in `fast`, where it has bumped top, stored the class
   // pointer and zeroed the rest, except the first `initialised` bytes of
@@ -262,7 +262,7 @@ class IrGenerator {
 
   // --- calls (calls.cc) -----------------------------------------------------
   void EmitCall(uint32_t off, int depth);
-  // .inline: whether the CALL of `callee` is inlined (inline_policy.h),
+  // calls.cc .inline: whether the CALL of `callee` is inlined (inline_policy.h),
   // which counts it against the budget.
   bool Inlinable(const Function& callee);
   void EmitInlinedCall(uint32_t off, int depth, const Function& callee);
@@ -274,7 +274,7 @@ class IrGenerator {
   void EmitReturn(int depth);
 
   // The body's loop over the bytecode (ir_generator.cc, path_state.h
-  // .path.flow).
+  // path_state.h .path.flow).
   absl::Status EmitInstructions();
 
   // The generator of the function being compiled, at the end of outer_.
@@ -291,7 +291,7 @@ class IrGenerator {
   llvm::Type* i32_;
   llvm::Type* i64_;
   llvm::PointerType* ptr_;
-  const uint32_t hot_threshold_;  // 0: optimised code, no hotness counting (.tier-up)
+  const uint32_t hot_threshold_;  // 0: optimised code, no hotness counting (polls.cc .tier-up)
 
   // The verifier's facts (stack depths, block leaders, loop headers: the
   // OSR entries), indexed by bytecode offset.
@@ -315,14 +315,14 @@ class IrGenerator {
   llvm::FunctionCallee runtime_[kNumRuntimeFunctions];  // by RuntimeFunction
   llvm::Function* frameaddress_ = nullptr;
 
-  // Set when this generator emits an inlined callee (.inline).
+  // Set when this generator emits an inlined callee (calls.cc .inline).
   IrGenerator* outer_ = nullptr;
   // Where this body's frame and slots are relative to the root's: frames
   // above the root's frame, and the index of base_'s slot from the root's
-  // base (.checks.once).
+  // base (frames.cc .checks.once).
   int frame_depth_ = 0;
   int base_slot_ = 0;
-  // .checks.once, in the root only: the most frames above its own and slots
+  // frames.cc .checks.once, in the root only: the most frames above its own and slots
   // above its base that any call site needs, and the placeholders in the
   // entry block that become them once the body is emitted.
   int room_frames_ = 0;
@@ -335,15 +335,16 @@ class IrGenerator {
   // (path_state.h .path.flow).
   PathState path_;
   llvm::AllocaInst* inline_result_ = nullptr;
-  std::vector<bool> args_int_;  // which arguments the caller knew to be ints (.path.int)
+  // Which arguments the caller knew to be ints (path_state.h .path.int).
+  std::vector<bool> args_int_;
   BasicBlock* inline_done_ = nullptr;
   std::vector<InlinedCall> inlined_calls_;
   absl::Status inline_status_;  // the first inlining that failed
   size_t inlined_bytes_ = 0;    // against kInlineBudget
-  // .frame.int-mask: the slots under the arguments of the inlined call whose
+  // frames.cc .frame.int-mask: the slots under the arguments of the inlined call whose
   // body is being emitted.
   int inlined_call_below_ = 0;
-  // .return.self-int. In the root: a call of the function itself returns an
+  // calls.cc .return.self-int. In the root: a call of the function itself returns an
   // int (assumed), and that assumption was used. In every body: some
   // RETURN's value is not known to be an int.
   bool assume_self_returns_int_ = false;

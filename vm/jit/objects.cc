@@ -73,7 +73,7 @@ void IrGenerator::EmitField(uint32_t off, int depth, bool write) {
   BasicBlock* check_cache = NewBlock("field_cache");
   BasicBlock* miss = NewBlock("field_miss");
   BasicBlock* hit = NewBlock("field_hit");
-  if (path_.is_ref[obj_slot]) {  // .path.ref
+  if (path_.is_ref[obj_slot]) {  // path_state.h .path.ref
     b_.CreateBr(is_ref);
   } else {
     CondBrUnlikely(b_.CreateNot(IsRef(obj)), miss, is_ref);

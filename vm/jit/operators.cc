@@ -95,7 +95,7 @@ void IrGenerator::EmitArithmetic(Opcode op, uint32_t off, int depth) {
   const int left = fn_.num_locals + depth - 2;
   const int left_copy_of = path_.copy_of[left];
   if (!divides && path_.is_int[left] && path_.is_int[left + 1]) {
-    // .path.int: two ints, so the fast path is the only path.
+    // path_state.h .path.int: two ints, so the fast path is the only path.
     SetOperand(depth, -2, IntFastPath(op, a, c));
     path_.ProveInt(left);
     return;
@@ -124,7 +124,7 @@ void IrGenerator::EmitArithmetic(Opcode op, uint32_t off, int depth) {
     ReturnError();
   }
   b_.SetInsertPoint(done);
-  // .path.int: only ADD goes on with operands that are not ints (Strings),
+  // path_state.h .path.int: only ADD goes on with operands that are not ints (Strings),
   // so after any other both operands were ints, and so is the result.
   if (op != Opcode::ADD) {
     path_.ProveInt(left + 1);

@@ -13,7 +13,7 @@ constexpr bool PollsAtCall(bool optimising, bool path_polled) {
   return !optimising || !path_polled;
 }
 
-// Whether a loop back-edge polls: always, in both tiers (.poll.where).
+// Whether a loop back-edge polls: always, in both tiers (polls.cc .poll.where).
 constexpr bool PollsAtBackEdge() { return true; }
 
 }  // namespace minivm::jit

@@ -38,8 +38,7 @@ TEST_F(Policy, ASmallLeafInlinesInTheOptimisingTierOnly) {
 
 TEST_F(Policy, SizeLimitIsLargerForAFunctionInsideItself) {
   const uint32_t at_limit = pb.AddFunction("at", 0, 0, 1, CodeOfSize(jit::kMaxInlineBytecode));
-  const uint32_t above =
-      pb.AddFunction("above", 0, 0, 1, CodeOfSize(jit::kMaxInlineBytecode + 2));
+  const uint32_t above = pb.AddFunction("above", 0, 0, 1, CodeOfSize(jit::kMaxInlineBytecode + 2));
   program = pb.Build();
   ASSERT_EQ(Fn(at_limit).code.size(), jit::kMaxInlineBytecode);
   ASSERT_GT(Fn(above).code.size(), jit::kMaxInlineBytecode);

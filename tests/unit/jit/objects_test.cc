@@ -35,10 +35,9 @@ TEST(ObjectsIrTest, ASecondFieldAccessThroughALocalSkipsTheObjectTest) {
   EXPECT_EQ(Count(ir, "@minivm_jit_field_slot("), 2) << ir;
   // The one null test (IsRef: `icmp ne i64 <p>, 0`), for p.a.
   const std::regex null_test(R"(icmp ne i64 %[\w.]+, 0\n)");
-  EXPECT_EQ(std::distance(std::sregex_iterator(ir.begin(), ir.end(), null_test),
-                          std::sregex_iterator()),
-            1)
-      << ir;
+  const auto null_tests =
+      std::distance(std::sregex_iterator(ir.begin(), ir.end(), null_test), std::sregex_iterator());
+  EXPECT_EQ(null_tests, 1) << ir;
 }
 
 // put(a, v) { a[0] = v; } on an array; main calls it 3 times.
