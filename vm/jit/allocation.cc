@@ -82,11 +82,7 @@ LValue* IrGenerator::EmitTlabBump(LValue* size, const Klass* klass, BasicBlock* 
   // The gc_word and the body are zeroed here: a TLAB holds stale bytes
   // (gc/tlab.h). A constant size becomes a few plain stores; a variable one
   // (an array) is a call to memset. The body bytes NEW's arguments fill are
-  // left out: no collection, stack walk or other thread can see the object
-  // before those stores (no GC point comes between, and it is published
-  // only by a later release store). Zeroing them too cost two stores per
-  // two-field object: the arguments' stores, after the merge with the slow
-  // path, go through a pointer that dead-store elimination cannot match.
+  // left out (.alloc.zeroing).
   auto zero = [&](uint64_t from, LValue* bytes) {
     llvm::CallInst* set = b_.CreateMemSet(b_.CreateConstInBoundsGEP1_64(i8_, AsPtr(top), from),
                                           b_.getInt8(0), bytes, llvm::MaybeAlign(sizeof(void*)));

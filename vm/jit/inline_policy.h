@@ -9,8 +9,8 @@
 //    that inlines too: compile time grows with every call site left in a
 //    body. The limit is room for a constructor-like function of a few
 //    fields, a getter, a small arithmetic helper: a field read is 9 bytes,
-//    a NEW 6, a small-integer push 2 to 10. Rejected: HotSpot's rule of
-//    thumb (MaxInlineSize, 35 bytes of a denser bytecode).
+//    a NEW 6, a small-integer push 2 to 10 (HotSpot's MaxInlineSize is 35
+//    bytes of its denser bytecode).
 // .inline.recursive  A recursive function is inlined into itself up to
 //    kMaxRecursiveInlineLevel copies deep and may be larger
 //    (kMaxRecursiveInlineBytecode): each level of copies halves the real

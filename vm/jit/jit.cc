@@ -29,7 +29,7 @@
 //    SimplifyCFG's hoisting and sinking of common instructions (no gain, or
 //    worse code).
 //    Rejected for the quick tier: LLVM's -O0 pipeline (no SROA: the same
-//    compile cost here, because a switch made fast instruction selection
+//    compile cost here, because a switch makes fast instruction selection
 //    fall back to SelectionDAG, and code that keeps every slot in memory);
 //    --jit-opt=1's light pipeline with -O2 instruction selection (most of
 //    -O2's cost: instruction selection dominates).
@@ -366,7 +366,7 @@ void Jit::Impl::Optimize(llvm::Module* module, Tier tier, llvm::TargetMachine* m
   if (tier == Tier::kQuick) {
     // The quick tier (.tiers): slots to registers, and switches (the OSR
     // entry's) to branches, which fast instruction selection handles
-    // itself; a switch made it fall back to SelectionDAG for every function.
+    // itself; a switch makes it fall back to SelectionDAG for every function.
     llvm::FunctionPassManager fpm;
     fpm.addPass(llvm::SROAPass(llvm::SROAOptions::ModifyCFG));
     fpm.addPass(llvm::LowerSwitchPass());
@@ -569,7 +569,7 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns, Tier tier,
   // Code generation on this thread with this thread's machine (.eager-threads),
   // then one link of the object file: the first lookup links and maps the
   // whole group, and one lookup of all its symbols costs one session round
-  // trip instead of one per function.
+  // trip (a lookup per function would cost one each).
   llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> object =
       EmitObject(group.get(), tier, machine);
   if (!object) return refuse_all(ToString(object.takeError()));

@@ -10,10 +10,8 @@
 //    edge into it but the back-edges before it is emitted: its state is the
 //    meet of the jumps into it and the fall-through (Meet). A loop header
 //    is also an on-stack-replacement entry and the target of a back-edge
-//    not yet emitted, so nothing is known there (Reset). Rejected: an
-//    iterative data-flow analysis to a fixed point over loops (a second
-//    pass over every body for facts that loops would mostly kill: a loop
-//    body's calls and stores rewrite what its header knew).
+//    not yet emitted, so nothing is known there (Reset), and one pass
+//    suffices.
 // .path.meet  A fact survives a join only if every path in knew it: the
 //    meet of "known" and "unknown" is unknown, and a slot's source local
 //    (copy_of) survives only if every path loaded it from the same local.
