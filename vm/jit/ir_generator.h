@@ -16,7 +16,7 @@
 
 namespace minivm::jit {
 
-// A call site whose callee was inlined (ir_generator.cc, design 10).
+// A call site whose callee was inlined (calls.cc .inline).
 struct InlinedCall {
   const Function* callee;
   // The inlined body the call is in, or null for the compiled function's
@@ -25,11 +25,11 @@ struct InlinedCall {
   int line;  // of the call, in `caller` (or the compiled function)
 };
 
-// The calling convention of optimised code on `target` (ir_generator.cc,
-// design 8): LLVM's preserve_none on x86-64, where LLVM 19 implements it,
-// the C convention elsewhere. Quick code has the C convention: fast
-// instruction selection handles no other, and falling back to SelectionDAG
-// made the quick tier's compiles 19% dearer.
+// The calling convention of optimised code on `target` (calls.cc
+// .call.convention): LLVM's preserve_none on x86-64, where LLVM 19
+// implements it, the C convention elsewhere. Quick code has the C
+// convention: fast instruction selection handles no other, and would fall
+// back to SelectionDAG.
 llvm::CallingConv::ID OptimisedCallingConv(const llvm::Triple& target);
 
 // The shared trampolines between the two entries of compiled code
@@ -50,7 +50,7 @@ void EmitTrampolines(llvm::Module* module);
 // convention (OptimisedCallingConv). Fails (and leaves nothing usable in
 // the module) on bytecode the analysis rejects: the function then stays
 // interpreted. A nonzero `hot_threshold` makes quick-tier code, which counts
-// hotness and moves to optimised code (ir_generator.cc, design 11); 0 makes
+// hotness and moves to optimised code (polls.cc .tier-up); 0 makes
 // optimised-tier code. `inlined`, if given, receives the call sites whose
 // callees were inlined.
 absl::Status EmitFunction(const VM& vm, const Function& fn, const std::string& symbol,

@@ -3,87 +3,84 @@
 // compiler thread.
 //
 // Design:
-//  1. Functions are compiled in groups: each is emitted into the group's
-//     LLVM module and verified on its own (one that fails is erased again,
-//     so a failure stays local to its Function); the module is then
-//     optimised and linked into memory in one piece. --jit=auto compiles
-//     groups of one (what the queue holds); --jit=eager batches the program
-//     (kBatchFunctions functions or kBatchBytecode bytes each), so 100,000
-//     functions are a few hundred modules and mappings, not 100,000 (one
-//     per function cost milliseconds of fixed work each and exhausted
-//     vm.max_map_count above about 33k). Emitting each function into its
-//     own module and merging with llvm::Linker was rejected: the linker
-//     re-scans the growing module per merge, quadratic in the group. Calls
-//     between compiled Functions go through Function::jit_code or jit_body
-//     (ir_generator.cc, design 8), so functions never reference each
-//     other's symbols and a group's optimisation cannot inline across them.
-//     The trampolines between the two entries are linked once, in Create,
-//     before anything is compiled; if they cannot be (a --jit-memory too
-//     small for them), every function stays interpreted with that reason.
-//  2. Two tiers. The quick tier (--jit=eager, every function before the
-//     program starts) runs SROA/mem2reg, so slots live in registers, and
-//     LowerSwitch, then fast instruction selection and the fast register
-//     allocator (CodeGen at -O0): about 1.7M instructions of LLVM per
-//     trivial function, hotness counting included, against about 8.4M with
-//     LLVM's -O2 pipeline (callgrind, docs/performance.md "JIT tier" 6),
-//     for code that runs about twice the instructions of -O2's but keeps
-//     its slots out of memory. Its hot functions move up (ir_generator.cc,
-//     design 10). The optimising tier (hot functions: --jit=auto's, and
-//     eager's tier-up) is --jit-opt. Its default, 2, is a pipeline of our own: SROA turns
-//     the slot allocas into registers; EarlyCSE, InstCombine, SimplifyCFG,
-//     JumpThreading, CorrelatedValuePropagation and GVN clean up the tag
-//     tests and reloads; LICM hoists loop-invariant loads. CodeGen then runs
-//     at -O2: milliseconds to a few tens of milliseconds per function
-//     (docs/performance.md, "JIT tier"), on the background thread. It
-//     replaced LLVM's standard -O2 pipeline, whose inliner, vectorisers,
-//     unroller and inter-procedural passes find nothing in a module of
-//     functions that call others only through pointers (themselves
-//     directly) and the runtime through external symbols: ours costs
-//     0.79 of its compile instructions and its code runs 0.97 of the
-//     instructions on fib, 0.98 on binary trees (performance.md, "JIT tier"
-//     11). Level 1 is the same without JumpThreading, CVP and LICM; 3 is
-//     LLVM's standard -O3. Rejected for the optimising tier: fast
-//     instruction selection after that pipeline (0.77 of its compile
-//     instructions, but code running 1.11-1.19x as many); adding DSE, or
-//     SimplifyCFG's hoisting and sinking of common instructions (no gain, or
-//     worse code).
-//     Rejected for the quick tier: LLVM's -O0 pipeline (no SROA: the same
-//     compile cost here, because a switch made fast instruction selection
-//     fall back to SelectionDAG, and code that keeps every slot in memory);
-//     --jit-opt=1's light pipeline with -O2 instruction selection (80% of
-//     -O2's cost: instruction selection dominates).
-//     Each tier compiles to an object file on the compiling thread with
-//     that thread's TargetMachine; LLJIT only links (design 7).
-//  3. One background thread compiles queued Functions in FIFO order
-//     (--jit=auto). It never touches the heap (it reads bytecode, inline
-//     caches and Klass pointers, none of which move), so it is not a mutator
-//     and never takes part in safepoints. Code is published with a release
-//     store after LLJIT has materialised it.
-//  4. Runtime entry points (runtime.h) are absolute symbols in the main
-//     JITDylib; nothing else is resolved from the process.
-//  5. Linking: JITLink's ObjectLinkingLayer with .eh_frame registration,
-//     configured here as LLJIT configures it by default on x86-64 and
-//     AArch64 (small code model, PIC), so that the JIT's own plugins can
-//     see each linked function's final address range (perf_map.h).
-//  6. Code memory is capped (--jit-memory, code_memory.h). A group that does
-//     not fit, like any other failure to compile, link or map, leaves its
-//     functions interpreted with one line each under --verbose:jit; ORC's
-//     own error reports are routed to those lines instead of stderr (no
-//     "JIT session error" floods), and once the cap is reached nothing more
-//     is compiled.
-//  7. --jit=eager compiles its batches on every hardware thread (at most
-//     kMaxEagerThreads): each thread takes the next batch, emits it into the
-//     batch's own LLVMContext, optimises it and generates its object file
-//     with its own TargetMachine (neither is thread-safe), then adds the
-//     object to the one JITDylib and looks the batch's symbols up, which
-//     links it there; batches never reference each other. Links run one at
-//     a time (Impl::link_mu), so that a failed link's cause reaches the
-//     thread whose batch it was; linking is a small part of a batch's work
-//     (emission, the IR pipeline and code generation run in parallel). The
-//     cap (design 6) is one atomic counter, so no link can overshoot it. Rejected: LLJIT's own
-//     concurrent compilation (ConcurrentIRCompiler on a thread pool), which
-//     compiles at one level only and needs lookups issued asynchronously to
-//     keep more than one batch in flight.
+// .tiers  Two tiers. The quick tier (--jit=eager: every function before
+//    the program starts) runs SROA/mem2reg, so slots live in registers, and
+//    LowerSwitch, then fast instruction selection and the fast register
+//    allocator (CodeGen at -O0): a small fraction of LLVM's -O2 compile work
+//    per function, hotness counting included, for code that runs about
+//    twice the instructions of -O2's but keeps its slots out of memory (the
+//    figures are in docs/performance.md, "JIT tier"). Its hot functions move
+//    up (polls.cc .tier-up). The optimising tier (hot functions: --jit=auto's,
+//    and eager's tier-up) is --jit-opt. Its default, 2, is a pipeline of our
+//    own: SROA turns the slot allocas into registers; EarlyCSE, InstCombine,
+//    SimplifyCFG, JumpThreading, CorrelatedValuePropagation and GVN clean up
+//    the tag tests and reloads; LICM hoists loop-invariant loads. CodeGen
+//    then runs at -O2, on the background thread. Level 1 is the same
+//    without JumpThreading, CVP and LICM; 3 is LLVM's standard -O3. Each
+//    tier compiles to an object file on the compiling thread with that
+//    thread's TargetMachine; LLJIT only links (.eager-threads).
+//    Rejected for the optimising tier: LLVM's standard -O2 pipeline, whose
+//    inliner, vectorisers, unroller and inter-procedural passes find nothing
+//    in a module of functions that call others only through pointers (and
+//    themselves directly) and the runtime through external symbols: it costs
+//    more compile work for code that runs slightly more instructions; fast
+//    instruction selection after our pipeline (cheaper to compile, but code
+//    running well over a tenth more instructions); adding DSE, or
+//    SimplifyCFG's hoisting and sinking of common instructions (no gain, or
+//    worse code).
+//    Rejected for the quick tier: LLVM's -O0 pipeline (no SROA: the same
+//    compile cost here, because a switch makes fast instruction selection
+//    fall back to SelectionDAG, and code that keeps every slot in memory);
+//    --jit-opt=1's light pipeline with -O2 instruction selection (most of
+//    -O2's cost: instruction selection dominates).
+// .groups  Functions are compiled in groups: each is emitted into the
+//    group's LLVM module and verified on its own (one that fails is erased
+//    again, so a failure stays local to its Function); the module is then
+//    optimised and linked into memory in one piece. --jit=auto compiles
+//    groups of one (what the queue holds); --jit=eager batches the program
+//    (kBatchFunctions functions or kBatchBytecode bytes each), so 100,000
+//    functions are a few hundred modules and mappings, not 100,000 (one per
+//    function costs milliseconds of fixed work each and exhausts
+//    vm.max_map_count above about 33k). Calls between compiled Functions go
+//    through Function::jit_code or jit_body (calls.cc .call.real), so
+//    functions never reference each other's symbols and a group's
+//    optimisation cannot inline across them. The trampolines between the two
+//    entries (calls.cc .call.trampolines) are linked once, in Create, before
+//    anything is compiled; if they cannot be (a --jit-memory too small for
+//    them), every function stays interpreted with that reason. Rejected:
+//    emitting each function into its own module and merging with
+//    llvm::Linker (the linker re-scans the growing module per merge,
+//    quadratic in the group).
+// .eager-threads  --jit=eager compiles its batches on every hardware thread
+//    (at most kMaxEagerThreads): each thread takes the next batch, emits it
+//    into the batch's own LLVMContext, optimises it and generates its object
+//    file with its own TargetMachine (neither is thread-safe), then adds the
+//    object to the one JITDylib and looks the batch's symbols up, which
+//    links it there; batches never reference each other. Links run one at a
+//    time (Impl::link_mu), so that a failed link's cause reaches the thread
+//    whose batch it was; linking is a small part of a batch's work
+//    (emission, the IR pipeline and code generation run in parallel). The
+//    cap (.memory-cap) is one atomic counter, so no link can overshoot it.
+//    Rejected: LLJIT's own concurrent compilation (ConcurrentIRCompiler on a
+//    thread pool), which compiles at one level only and needs lookups issued
+//    asynchronously to keep more than one batch in flight.
+// .background  One background thread compiles queued Functions in FIFO
+//    order (--jit=auto). It never touches the heap (it reads bytecode,
+//    inline caches and Klass pointers, none of which move), so it is not a
+//    mutator and never takes part in safepoints. Code is published with a
+//    release store after LLJIT has materialised it.
+// .symbols  Runtime entry points (runtime.h) are absolute symbols in the
+//    main JITDylib; nothing else is resolved from the process.
+// .linking  JITLink's ObjectLinkingLayer with .eh_frame registration,
+//    configured here as LLJIT configures it by default on x86-64 and AArch64
+//    (small code model, PIC), so that the JIT's own plugins can see each
+//    linked function's final address range (perf_map.h).
+// .memory-cap  Code memory is capped (--jit-memory, code_memory.h). A group
+//    that does not fit, like any other failure to compile, link or map,
+//    leaves its functions interpreted with one line each under
+//    --verbose:jit; ORC's own error reports are routed to those lines, not
+//    to stderr (no "JIT session error" floods), and once the cap is reached
+//    nothing more is compiled.
 #include "vm/jit/jit.h"
 
 #include <algorithm>
@@ -170,7 +167,7 @@ struct Jit::Impl {
   JitConfig config;
   std::unique_ptr<llvm::orc::LLJIT> lljit;
   // Makes the target machines: one per compiling thread and tier, since a
-  // TargetMachine is not thread-safe (design 7).
+  // TargetMachine is not thread-safe (.eager-threads).
   std::optional<llvm::orc::JITTargetMachineBuilder> machine_builder;
 
   // Serialises Compile (the --jit=auto path): it owns `optimizing_machine`.
@@ -182,24 +179,24 @@ struct Jit::Impl {
 
   CappedCodeMemory* code_memory = nullptr;  // owned by the linking layer
 
-  // Serialises linking (design 7). ORC reports a failed materialisation
+  // Serialises linking (.eager-threads). ORC reports a failed materialisation
   // twice: through the lookup's result ("failed to materialize symbols")
   // and, with the cause, through the session's error reporter. LLJIT
   // dispatches materialisation in place, but from one queue shared by the
   // session: a thread's lookup may run the link another thread queued, so
-  // with concurrent links the cause reached the wrong thread (a batch
-  // refused by the memory cap was reported as "failed to materialize" and
-  // did not stop further compiles). With one link at a time, the cause
+  // with concurrent links the cause can reach the wrong thread (a batch
+  // refused by the memory cap would be reported as "failed to materialize"
+  // and would not stop further compiles). With one link at a time, the cause
   // reported during a lookup is that lookup's.
   std::mutex link_mu;
   std::mutex session_error_mu;  // the reporter may run outside a link
   std::string session_error;    // guarded by session_error_mu
 
-  // A target machine for `tier` (design 2): instruction selection at -O2
+  // A target machine for `tier` (.tiers): instruction selection at -O2
   // for optimised code of --jit-opt 1..3, the fast path otherwise.
   llvm::Expected<std::unique_ptr<llvm::TargetMachine>> MakeMachine(Tier tier) const;
   // Compiles the functions of `fns` that are neither compiled nor refused
-  // as one group (design 1) at `tier` with `machine`, which the caller owns
+  // as one group (.groups) at `tier` with `machine`, which the caller owns
   // for the duration. Thread-safe for disjoint groups and machines.
   void CompileGroup(const std::vector<const Function*>& fns, Tier tier,
                     llvm::TargetMachine* machine);
@@ -213,7 +210,7 @@ struct Jit::Impl {
   absl::StatusOr<std::vector<void*>> Link(std::unique_ptr<llvm::MemoryBuffer> object,
                                           const std::vector<std::string>& symbols);
   // Generates and links the trampolines between compiled code's two
-  // entries (design 8).
+  // entries (calls.cc .call.trampolines).
   absl::Status LinkTrampolines();
   // The trampolines by kind and number of register arguments; set once, in
   // Create, before anything is compiled.
@@ -224,7 +221,7 @@ struct Jit::Impl {
   // Runs `tier`'s IR pipeline over `module`.
   void Optimize(llvm::Module* module, Tier tier, llvm::TargetMachine* machine) const;
 
-  // The background compiler (design 3).
+  // The background compiler (.background).
   std::mutex queue_mu;
   std::condition_variable queue_cv;
   std::deque<const Function*> queue;  // guarded by queue_mu
@@ -245,7 +242,7 @@ absl::StatusOr<std::unique_ptr<Jit>> Jit::Create(const VM* vm, JitConfig config)
   llvm::Expected<llvm::orc::JITTargetMachineBuilder> jtmb =
       llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb) return absl::InternalError(absl::StrCat("JIT: ", ToString(jtmb.takeError())));
-  // What LLJIT sets when it picks JITLink itself (design 5).
+  // What LLJIT sets when it picks JITLink itself (.linking).
   jtmb->setCodeModel(llvm::CodeModel::Small);
   jtmb->setRelocationModel(llvm::Reloc::PIC_);
   impl->machine_builder = *jtmb;
@@ -300,7 +297,7 @@ absl::StatusOr<std::unique_ptr<Jit>> Jit::Create(const VM* vm, JitConfig config)
         llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
   }
   // The one C library function compiled code calls: LLVM lowers the
-  // zeroing of an array of variable size (ir_generator.cc, EmitTlabBump)
+  // zeroing of an array of variable size (allocation.cc, EmitTlabBump)
   // to memset. The JIT resolves no other process symbols, so a call to
   // anything else fails the link and the function stays interpreted.
   void* (*const memset_fn)(void*, int, size_t) = &std::memset;
@@ -311,7 +308,7 @@ absl::StatusOr<std::unique_ptr<Jit>> Jit::Create(const VM* vm, JitConfig config)
     return absl::InternalError(absl::StrCat("JIT: ", ToString(std::move(e))));
   }
   // A --jit-memory too small even for these leaves every function
-  // interpreted, with the reason under --verbose:jit (design 6).
+  // interpreted, with the reason under --verbose:jit (.memory-cap).
   if (absl::Status linked = impl->LinkTrampolines(); !linked.ok()) {
     impl->no_trampolines =
         absl::StrCat("the JIT's trampolines could not be linked: ", linked.message());
@@ -367,9 +364,9 @@ void Jit::Impl::Optimize(llvm::Module* module, Tier tier, llvm::TargetMachine* m
   llvm::ModulePassManager mpm;
   const int level = config.opt_level;
   if (tier == Tier::kQuick) {
-    // The quick tier (design 2): slots to registers, and switches (the OSR
+    // The quick tier (.tiers): slots to registers, and switches (the OSR
     // entry's) to branches, which fast instruction selection handles
-    // itself; a switch made it fall back to SelectionDAG for every function.
+    // itself; a switch makes it fall back to SelectionDAG for every function.
     llvm::FunctionPassManager fpm;
     fpm.addPass(llvm::SROAPass(llvm::SROAOptions::ModifyCFG));
     fpm.addPass(llvm::LowerSwitchPass());
@@ -378,7 +375,7 @@ void Jit::Impl::Optimize(llvm::Module* module, Tier tier, llvm::TargetMachine* m
     mpm = pb.buildO0DefaultPipeline(llvm::OptimizationLevel::O0);
   } else if (level == 1 || level == 2) {
     // The light pipeline (1) and the optimising tier's own (2, the default;
-    // design 2): slots to registers, then the clean-ups that matter for tag
+    // .tiers): slots to registers, then the clean-ups that matter for tag
     // tests and reloads, without LLVM's inter-procedural, vectorising and
     // unrolling machinery, which finds nothing in functions that call each
     // other through pointers and the runtime through external symbols.
@@ -444,7 +441,7 @@ void Jit::CompileAll() {
     batches.back().push_back(fn.get());
     bytes += fn->code.size();
   }
-  // Design 7: every thread, this one included, takes the next batch until
+  // .eager-threads: every thread, this one included, takes the next batch until
   // none is left. A thread that cannot make its target machine compiles
   // nothing; the others take its share, and if none can, the functions stay
   // interpreted with the reason.
@@ -520,7 +517,7 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns, Tier tier,
       Refuse(fn, no_trampolines);
       continue;
     }
-    // Design 6: once a group has been refused, nothing more is compiled.
+    // .memory-cap: once a group has been refused, nothing more is compiled.
     if (code_memory != nullptr && code_memory->refused()) {
       Refuse(fn, absl::StrCat("JIT memory limit reached (--jit-memory=", config.memory_limit,
                               " bytes)"));
@@ -569,10 +566,10 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns, Tier tier,
       absl::FPrintF(config.log, "; --print-jit: %s\n%s\n", fn->name, text);
     }
   }
-  // Code generation on this thread with this thread's machine (design 7),
+  // Code generation on this thread with this thread's machine (.eager-threads),
   // then one link of the object file: the first lookup links and maps the
   // whole group, and one lookup of all its symbols costs one session round
-  // trip instead of one per function.
+  // trip (a lookup per function would cost one each).
   llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> object =
       EmitObject(group.get(), tier, machine);
   if (!object) return refuse_all(ToString(object.takeError()));
@@ -592,7 +589,7 @@ void Jit::Impl::CompileGroup(const std::vector<const Function*>& fns, Tier tier,
   for (size_t i = 0; i < members.size(); ++i) {
     const Function* fn = members[i].first;
     const bool tier_up = fn->jit_code.load(std::memory_order_relaxed) != nullptr;
-    // Design 8: each entry is published after the one its trampoline reads.
+    // calls.cc .call.trampolines: each entry is published after the one its trampoline reads.
     void* const code = (*addresses)[i];
     if (tier == Tier::kQuick) {
       fn->jit_code.store(reinterpret_cast<JitEntry>(code), std::memory_order_release);

@@ -28,7 +28,7 @@
 namespace minivm::jit {
 
 // --jit=eager compiles the program in batches of at most this many
-// functions or this much bytecode (jit.cc, design 1): large enough that a
+// functions or this much bytecode (jit.cc .groups): large enough that a
 // batch's fixed costs (a module, an object file, a mapping) are shared by
 // many functions, small enough that a batch is milliseconds.
 inline constexpr size_t kBatchFunctions = 512;
@@ -39,13 +39,13 @@ inline constexpr size_t kBatchBytecode = 64 * 1024;
 // reports a function for the optimising tier.
 inline constexpr uint32_t kDefaultThreshold = 1000;
 
-// The tiers of compiled code (jit.cc, design 2). --jit=eager compiles every
+// The tiers of compiled code (jit.cc .tiers). --jit=eager compiles every
 // function at the quick tier; --jit=auto compiles hot functions at the
 // optimising tier, at --jit-opt.
 enum class Tier { kQuick, kOptimized };
 
 // --jit=eager compiles batches on up to this many threads, one per hardware
-// thread (jit.cc, design 7).
+// thread (jit.cc .eager-threads).
 inline constexpr size_t kMaxEagerThreads = 8;
 
 // Default --jit-memory, as HotSpot's 240 MB ReservedCodeCacheSize: about
@@ -58,7 +58,7 @@ struct JitConfig {
   bool verbose = false;           // --verbose:jit: one line per compilation and OSR
   bool print = false;             // --print-jit: the optimised IR of each compiled function
   std::string print_only;         // --print-jit=NAME: only that function's
-  int opt_level = 2;              // --jit-opt, 0..3 (jit.cc, design 2)
+  int opt_level = 2;              // --jit-opt, 0..3 (jit.cc .tiers)
   FILE* log = stderr;             // where verbose and print output go
   std::string perf_map;           // --perf-map: the perf map file to write, or "" (perf_map.h)
   uint64_t memory_limit = kDefaultJitMemory;  // --jit-memory: code memory cap (code_memory.h)

@@ -63,9 +63,9 @@ int32_t minivm_jit_spawn(VMThread* t, const Function* fn, Value* args, uint32_t 
 
 uint64_t minivm_jit_call_interpreted(VMThread* t, Frame* frame, uint64_t a0, uint64_t a1,
                                      uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5) noexcept {
-  // EnterFrame's work that compiled callers leave out (ir_generator.cc,
-  // designs 8 and 15: t->fp is the callee's to write, and the interpreter
-  // keeps it). Nothing here can collect before the arguments are stored.
+  // EnterFrame's work that compiled callers leave out (calls.cc
+  // .call.real, frames.cc .frame.lazy: t->fp is the callee's to write, and
+  // the interpreter keeps it). Nothing here can collect before the arguments are stored.
   t->fp = frame;
   const minivm::Function* fn = frame->fn;
   minivm::gc::Value* base = frame->base;

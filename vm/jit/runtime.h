@@ -3,19 +3,25 @@
 // heap's allocation slow path, safepoint polls, built-ins, SPAWN and calls
 // into the interpreter.
 //
-// Contract (ir_generator.cc relies on every line):
-//  1. Before calling any of these except minivm_jit_equal, compiled code has
-//     written its whole frame back: every local and operand slot below the
-//     instruction's stack depth is stored in the VM-managed value stack,
-//     t->sp points just above them and the frame's pc is the instruction's.
-//     So a collection inside the call sees and updates every reference, and
-//     an error or an agent's stack walk sees the right line.
-//  2. After a call that may collect, compiled code reloads every slot it
-//     still needs from the value stack, never reusing a Value from before.
-//  3. All are noexcept: no C++ exception may unwind through JIT frames.
-//  4. Results that are Values are written to value-stack slots, never
-//     returned, except minivm_jit_new's fresh object, which the caller
-//     stores before anything else can collect.
+// Contract (the code generator relies on every point):
+// .written-back  Before calling any of these except minivm_jit_equal,
+//    compiled code has written its frame back (frames.cc
+//    .frame.write-back): every local and operand slot below the
+//    instruction's stack depth is in the VM-managed value stack, but those
+//    the frame's int mask names (frames.cc .frame.int-mask), and the
+//    frame's pc is the instruction's. Unless the call is a CALL's, t->fp is
+//    the frame and t->sp points just above the slots; a CALL's callee sets
+//    both (frames.cc .frame.lazy). So a collection inside the
+//    call sees and updates every reference, and an error or an agent's
+//    stack walk sees the right line.
+// .reloaded  After a call that may collect, compiled code reloads every
+//    slot it still needs but the ints from the value stack, never reusing a
+//    reference from before.
+// .noexcept  All are noexcept: no C++ exception may unwind through JIT
+//    frames.
+// .results  Results that are Values are written to value-stack slots, never
+//    returned, except minivm_jit_new's fresh object, which the caller
+//    stores before anything else can collect.
 #ifndef MINIVM_VM_JIT_RUNTIME_H_
 #define MINIVM_VM_JIT_RUNTIME_H_
 
@@ -73,7 +79,7 @@
   X(kCallInterpreted, minivm_jit_call_interpreted, uint64_t,                                     \
     (minivm::VMThread* t, minivm::Frame* frame, uint64_t a0, uint64_t a1, uint64_t a2,           \
      uint64_t a3, uint64_t a4, uint64_t a5))                                                     \
-  /* Optimised code found no room for a CALL (ir_generator.cc, design 12): its activation, */ \
+  /* Optimised code found no room for a CALL (frames.cc .checks.once): its activation, */        \
   /* written back up to its innermost inlined frame t->fp, which is at the CALL, continues in */ \
   /* the interpreter until `frame` (the compiled function's) returns. Returns as */            \
   /* kCallInterpreted. */                                                                       \

@@ -14,7 +14,7 @@
 //     frame) before anything that can allocate, collect or stop the thread.
 //     Nothing above sp is ever scanned, so stale slots there are harmless.
 //     Compiled code writes sp and fp at those points only, not at its calls
-//     and returns (vm/jit/ir_generator.cc, design 15): both are exact
+//     and returns (vm/jit/frames.cc .frame.lazy): both are exact
 //     wherever the thread can be looked at (by itself at such a point, by
 //     another thread while it is stopped at one), and may be stale between.
 //  3. Frames are a separate array (not interleaved with values), so a stack
@@ -26,7 +26,7 @@
 //     --stack-depth frames and by the value stack's size; both raise
 //     `stack overflow`.
 //  5. A frame's int mask. Compiled code at a call does not write home the
-//     slots it has proven to hold ints (vm/jit/ir_generator.cc, design 20):
+//     slots it has proven to hold ints (vm/jit/frames.cc .frame.int-mask):
 //     their homes may hold anything, a stale reference included, so the GC
 //     must not read them. The call says which in the top 16 bits of the
 //     frame's pc word, one bit per slot [base, base + 16), with the pc in
@@ -205,7 +205,7 @@ struct VMThread {
     return reinterpret_cast<uintptr_t>(__builtin_frame_address(0)) < native_stack_limit;
   }
   // The activation optimised code handed back to the interpreter for want of
-  // room (vm/jit/ir_generator.cc, design 12) while the interpreter runs it,
+  // room (vm/jit/frames.cc .checks.once) while the interpreter runs it,
   // else null. Its loops stay interpreted: on-stack replacement would enter
   // the same code, find no room again and nest one more native activation
   // per iteration. A field, not a local of the interpreter's loop, so that
