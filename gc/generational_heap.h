@@ -1,6 +1,6 @@
 // The generational heap: the Heap implementation (heap.h), split by concern:
-//   heap.cc       reservation, options, attach/detach, the allocation slow path,
-//                 the sampler's arming
+//   generational_heap.cc  reservation, options, attach/detach, the allocation
+//                 slow path, the sampler's arming
 //   collection.cc  the collection plan: pauses, minor vs full, tenuring, logging
 //   verifier.cc   --verify-heap
 // Spaces, evacuation, marking, safepoints and weak slots live in their own
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "gc/allocation.h"
 #include "gc/card_table.h"
 #include "gc/heap.h"
 #include "gc/old_space.h"
@@ -35,13 +36,13 @@
 namespace minivm::gc {
 
 // The old generation's occupancy target after a full collection that left
-// `live_bytes` in it (collection.cc, design 7).
+// `live_bytes` in it (collection.cc .occupancy).
 size_t OldTargetAfterFull(size_t live_bytes, size_t capacity);
 
 // Eden's starting capacity when `--young` is not given, and the capacity
 // after a minor collection that found `eden_used` bytes in eden (of
 // `eden_capacity`), collected `collected` bytes in all and kept `survived`
-// of them (collection.cc, design 8).
+// of them (collection.cc .eden-sizing).
 size_t InitialEdenCapacity(size_t eden_reserved);
 size_t EdenCapacityAfterMinor(size_t eden_capacity, size_t eden_used, size_t collected,
                               size_t survived, size_t eden_reserved);
@@ -130,7 +131,7 @@ class GenerationalHeap final : public Heap {
   // Places `size` bytes (not zeroed: AllocateSlowPath zeroes the object).
   // `within_target`: a large object that would take the old generation past
   // old_target_ is refused (0, and *over_target set), so that the caller
-  // collects first (collection.cc, design 7). False right after a full
+  // collects first (collection.cc .occupancy). False right after a full
   // collection.
   uintptr_t TryAllocate(Mutator* m, size_t size, bool within_target,
                         bool* over_target = nullptr);
@@ -166,7 +167,7 @@ class GenerationalHeap final : public Heap {
 
   // GC state: touched only by the safepoint owner.
   uint32_t tenuring_threshold_;
-  // The old generation's occupancy target (collection.cc, design 7): set by
+  // The old generation's occupancy target (collection.cc .occupancy): set by
   // each full collection, read by the collection plan and by large-object
   // allocation, both under old_mu_.
   size_t old_target_ ABSL_GUARDED_BY(old_mu_);

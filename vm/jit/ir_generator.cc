@@ -280,7 +280,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gc/allocation.h"
 #include "gc/heap.h"
+#include "gc/write_barrier.h"
 #include "llvm/IR/BasicBlock.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/Function.h"
