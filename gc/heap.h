@@ -60,7 +60,7 @@ enum class GcCause {
   kAllocationFailure,  // eden or the old generation could not satisfy a request
   kExplicit,           // gc() or ForceGarbageCollection
   kStress,             // --gc-stress
-  kOldTarget,          // the old generation passed its occupancy target (collection.cc .old-target)
+  kOldTarget,          // the old generation passed its occupancy target (collection.cc .occupancy)
 };
 
 struct HeapStats {
