@@ -1,7 +1,7 @@
 // The card table: one byte per 512-byte card of the whole reserved heap.
 //
 // .one-table  One table covers every space because the heap is one contiguous
-//    reservation; the write barrier (heap.h) indexes it with a biased base,
+//    reservation; the write barrier (write_barrier.h) indexes it with a biased base,
 //    so it is a shift, an add and a byte store, with no range check.
 // .header-card  The barrier dirties the card of the *holder's header*, never of the
 //    slot. Card scanning therefore visits the objects whose header lies in a
@@ -21,7 +21,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
-#include "gc/heap.h"
+#include "gc/write_barrier.h"
 
 namespace minivm::gc {
 

@@ -110,7 +110,8 @@ void GenerationalHeap::VisitAllRoots(RootVisitor& visitor) {
     vm_->VisitMutatorRoots(m, visitor);
     if (visitor.WantsRootInfo()) visitor.SetRootInfo(RootInfo{});
     visitor.VisitRoot(&MutatorData::Of(m)->sample_root);  // a sample being reported
-    // An allocation whose collections' events are being delivered (heap.cc).
+    // An allocation whose collections' events are being delivered
+    // (generational_heap.cc).
     visitor.VisitRoot(&MutatorData::Of(m)->deferred_root);
   }
 }

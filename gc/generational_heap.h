@@ -1,6 +1,6 @@
 // The generational heap: the Heap implementation (heap.h), split by concern:
-//   heap.cc       reservation, options, attach/detach, the allocation slow path,
-//                 the sampler's arming
+//   generational_heap.cc  reservation, options, attach/detach, the allocation
+//                 slow path, the sampler's arming
 //   collection.cc  the collection plan: pauses, minor vs full, tenuring, logging
 //   verifier.cc   --verify-heap
 // Spaces, evacuation, marking, safepoints and weak slots live in their own
@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "base/sync.h"
+#include "gc/allocation.h"
 #include "gc/card_table.h"
 #include "gc/heap.h"
 #include "gc/old_space.h"

@@ -1,13 +1,14 @@
-// The managed heap: the allocation entry point, collections, safepoints.
+// The managed heap's interface to the VM: creation and options, thread
+// attachment, collections, safepoints, heap walks, and the observers through
+// which the heap reports samples, weak slots and collections. It has one
+// implementation, GenerationalHeap (gc/generational_heap.h).
 //
-// All allocation — interpreter, built-ins, VM-internal (string constants,
-// args(), concatenation) — goes through Allocate() below: an inline
-// bump-pointer fast path on the thread's TLAB and one out-of-line slow path,
-// AllocateSlowPath. JIT-compiled code inlines the same fast path and calls
-// the same slow path (the JIT's EmitNew, vm/jit/). The slow path is the only
-// place that refills TLABs, allocates outside them, collects, and samples.
-// See docs/gc.md, and docs/architecture.md for one allocation followed from
-// the bytecode to the agent's callback.
+// The two inline paths the VM runs on every allocation and every reference
+// store live beside it, each in its own header: gc/allocation.h (the TLAB
+// fast path and the declaration of its one slow path, AllocateSlowPath) and
+// gc/write_barrier.h (the card mark). See docs/gc.md, and
+// docs/architecture.md for one allocation followed from the bytecode to the
+// agent's callback.
 #ifndef MINIVM_GC_HEAP_H_
 #define MINIVM_GC_HEAP_H_
 
@@ -15,7 +16,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -32,15 +32,6 @@
 #include "gc/weak_table.h"
 
 namespace minivm::gc {
-
-// Requests larger than this are refused up front (heap exhausted) so that
-// `top + size` can never wrap on the fast path.
-inline constexpr size_t kMaxObjectSize = size_t{1} << 40;
-
-// Card marking: one byte per 512 bytes of reserved heap.
-inline constexpr int kCardShift = 9;
-inline constexpr uint8_t kCleanCard = 0;
-inline constexpr uint8_t kDirtyCard = 1;
 
 // Limits Heap::Create enforces (docs/gc.md, "Tuning").
 inline constexpr size_t kMinHeapBytes = size_t{1} << 20;
@@ -69,7 +60,7 @@ enum class GcCause {
   kAllocationFailure,  // eden or the old generation could not satisfy a request
   kExplicit,           // gc() or ForceGarbageCollection
   kStress,             // --gc-stress
-  kOldTarget,          // the old generation passed its occupancy target (collection.cc, design 7)
+  kOldTarget,          // the old generation passed its occupancy target (collection.cc .occupancy)
 };
 
 struct HeapStats {
@@ -181,7 +172,7 @@ class Heap {
   virtual void SetSampleObserver(SampleObserver* observer) = 0;
   // Re-arms every thread's sampler at a safepoint with the observer's
   // current settings, so that a change takes effect at each thread's next
-  // allocation (gc/sampler.h, design point 6).
+  // allocation (gc/sampler.h .rearm).
   virtual void ReconfigureSampling(Mutator* requester) = 0;
   // Collection start and finish, inside the pause.
   virtual void SetGcObserver(GcObserver* observer) = 0;
@@ -211,101 +202,6 @@ class BlockedScope {
   Mutator* m_;
   SafepointState saved_;
 };
-
-// The allocation slow path, the one out-of-line half of Allocate() below
-// and the function JIT-compiled code calls when its inline fast path fails
-// (through minivm_jit_new). Out of line and cold: the fast path must stay a
-// handful of instructions. Defined in heap.cc, where its design is.
-//
-// Precondition: size is the object's exact size (a multiple of 8, at least
-// 16, at most kMaxObjectSize). May collect: the caller must hold every
-// reference it still needs in a root. Returns the object with its header
-// written, its body zeroed and, for array layouts, its length set; nullptr
-// when even a full collection cannot find room (the caller raises "heap
-// exhausted").
-Object* AllocateSlowPath(Mutator* m, const ClassLayout* cls, size_t size,
-                         uint64_t length);
-
-// Objects larger than this never go into a TLAB or the young generation:
-// they are allocated in the old generation's large-object space by the slow
-// path (gc/size_classes.h; equal to kLargeObjectThreshold there).
-inline constexpr size_t kMaxTlabObjectSize = size_t{8} << 10;
-
-// Zeroes the gc_word and the body of the object of `size` bytes at `obj`.
-// A TLAB is not zeroed in advance (tlab.h), so every allocation does this
-// while it writes the object's first line anyway. Objects of up to 64 bytes
-// (field objects of up to 6 fields, the common case) take unrolled stores: a
-// call to memset for each made the interpreter slower on binary trees 16
-// (1.07x CPU, benchmarks/compare_builds.py, 5 rounds).
-inline void ZeroAllButKlass(uintptr_t obj, size_t size) {
-  auto* w = reinterpret_cast<uint64_t*>(obj);
-  switch (size / 8) {
-    case 8:
-      w[7] = 0;
-      [[fallthrough]];
-    case 7:
-      w[6] = 0;
-      [[fallthrough]];
-    case 6:
-      w[5] = 0;
-      [[fallthrough]];
-    case 5:
-      w[4] = 0;
-      [[fallthrough]];
-    case 4:
-      w[3] = 0;
-      [[fallthrough]];
-    case 3:
-      w[2] = 0;
-      [[fallthrough]];
-    case 2:
-      w[1] = 0;
-      break;
-    default:
-      std::memset(w + 1, 0, size - 8);
-  }
-}
-
-// The allocation entry point. `size` must be the exact object size for `cls`
-// and `length` (see object.h) and at most kMaxObjectSize. `length` is ignored
-// for kFields layouts. May collect (see AllocateSlowPath).
-//
-// The size test is a constant fold for field objects (their size is known at
-// the call site) and one compare for arrays; it keeps large arrays out of
-// TLABs so that every young object fits an old-generation size class.
-inline Object* Allocate(Mutator* m, const ClassLayout* cls, size_t size,
-                        uint64_t length) {
-  const uintptr_t top = m->tlab.top;
-  const uintptr_t new_top = top + size;
-  if (ABSL_PREDICT_FALSE(new_top > m->tlab.current_end ||
-                         size > kMaxTlabObjectSize)) {
-    return AllocateSlowPath(m, cls, size, length);
-  }
-  m->tlab.top = new_top;
-  auto* obj = reinterpret_cast<Object*>(top);
-  ZeroAllButKlass(top, size);
-  obj->klass = cls;
-  if (cls->kind != LayoutKind::kFields) obj->set_length(length);
-  return obj;
-}
-
-// The write barrier: every store of a Value into a heap object goes through
-// it; JIT-compiled code inlines the same store (EmitCardMark, vm/jit/). Marks
-// the card holding the object's header when a reference is stored, so a
-// minor collection finds old-to-young edges by scanning dirty cards
-// (docs/gc.md).
-//
-// The store is a relaxed atomic byte store (a plain `mov` on x86 and
-// AArch64): threads dirtying the same card concurrently is benign, and this
-// says so to the compiler and to TSan. The GC reads cards only inside
-// a pause, after the safepoint's synchronisation.
-inline void WriteBarrier(Mutator* m, Object* holder, Value stored) {
-  if (stored.IsRef()) {
-    std::atomic_ref<uint8_t>(
-        m->card_table_biased[reinterpret_cast<uintptr_t>(holder) >> kCardShift])
-        .store(kDirtyCard, std::memory_order_relaxed);
-  }
-}
 
 // Safepoint poll site: back-edges, calls, slow paths.
 inline void SafepointPoll(Mutator* m) {

@@ -55,7 +55,7 @@ class OldSpace {
   // Contents are garbage: the caller copies the whole object over it.
   Object* AllocateSmall(size_t size);
   // A run of pages for a large object, not zeroed (the allocation slow path
-  // zeroes the object, gc/heap.cc); nullptr when no run fits.
+  // zeroes the object, gc/generational_heap.cc); nullptr when no run fits.
   Object* AllocateLarge(size_t size);
 
   // Calls fn for every object whose header lies in [from, to), which must lie

@@ -83,7 +83,7 @@ void ThreadSampler::Configure(bool enabled, int32_t interval, const Tlab& tlab) 
 
 void ThreadSampler::Sync(const Tlab& tlab) {
   // Disabled or suspended, nothing is charged: r is redrawn when sampling is
-  // enabled again (Configure), and kept across a callback (design point 7).
+  // enabled again (Configure), and kept across a callback (.suspend).
   if (enabled() && anchor_top_ != 0) {
     MINIVM_GC_DCHECK(tlab.top >= anchor_top_, "TLAB top %d moved below the sampler's anchor %d",
                      tlab.top, anchor_top_);
@@ -95,7 +95,16 @@ void ThreadSampler::Sync(const Tlab& tlab) {
   anchor_top_ = tlab.top;
 }
 
-void ThreadSampler::OnTlabRetired() { anchor_top_ = 0; }
+void ThreadSampler::Reconfigure(bool enabled, int32_t interval, Tlab& tlab) {
+  Sync(tlab);
+  Configure(enabled, interval, tlab);
+  Arm(tlab);
+}
+
+void ThreadSampler::OnTlabRetired(const Tlab& tlab) {
+  Sync(tlab);
+  anchor_top_ = 0;
+}
 
 SampleDecision ThreadSampler::Account(size_t size, const Tlab& tlab) {
   SampleDecision d;
@@ -127,8 +136,8 @@ void ThreadSampler::Arm(Tlab& tlab) const {
     tlab.current_end = tlab.end;
     return;
   }
-  // An object of size s contains the next point iff s > floor(r_) (design
-  // point 2); r_ is bounded (a few dozen intervals), so this cannot overflow.
+  // An object of size s contains the next point iff s > floor(r_) (.arm);
+  // r_ is bounded (a few dozen intervals), so this cannot overflow.
   const uintptr_t distance = static_cast<uintptr_t>(std::floor(r_));
   tlab.current_end = std::min(tlab.end, tlab.top + distance);
 }
@@ -137,6 +146,19 @@ void ThreadSampler::Resume(const Tlab& tlab) {
   if (suspended_ > 0) --suspended_;
   // Bytes allocated while suspended are not charged.
   anchor_top_ = tlab.top;
+}
+
+ThreadSampler::SlowPathScope::~SlowPathScope() {
+  sampler_.Arm(tlab_);
+  MINIVM_GC_DCHECK(
+      tlab_.start <= tlab_.top && tlab_.top <= tlab_.current_end && tlab_.current_end <= tlab_.end,
+      "TLAB invariant broken at the end of a slow path");
+}
+
+SampleDecision ThreadSampler::SlowPathScope::Account(size_t size) {
+  MINIVM_GC_DCHECK(!accounted_, "two allocations accounted in one slow path");
+  accounted_ = true;
+  return sampler_.Account(size, tlab_);
 }
 
 }  // namespace minivm::gc

@@ -19,7 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "gc/heap.h"
+#include "gc/allocation.h"
 
 namespace minivm::gc {
 

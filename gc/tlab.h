@@ -5,32 +5,38 @@
 //     |  allocated  |       free           |   free (sampling)   |
 //     +-------------+----------------------+---------------------+
 //
-// Invariants (the heap verifier CHECKs them under --verify-heap; the slow
-// path DCHECKs the first on every return):
-//   start <= top <= current_end <= end
-//   current_end == end whenever no sample point falls inside [top, end)
-// [top, end) is NOT zeroed: it holds whatever eden held before the last
-// collection. Every allocation zeroes its own object (the gc_word and the
-// body) as it initialises it, as HotSpot does with ZeroTLAB off; compiled
-// code leaves out the fields it stores itself before any GC point, when
-// nothing can see them (vm/jit/ir_generator.cc, design 4). Zeroing
-// the whole TLAB at refill wrote every byte twice, once in a memset that
-// ran ahead of the objects and once in the objects' own stores; binary
-// trees spent 14% of its time in that memset (docs/performance.md).
-// Retiring writes a filler word over the tail (young_gen.h), so eden
-// stays parsable.
+// Design
+// ------
+// .invariants  start <= top <= current_end <= end, and current_end == end
+//   whenever no sample point falls inside [top, end). The heap verifier
+//   CHECKs them under --verify-heap; the slow path DCHECKs the first on
+//   every return (gc/sampler.h .scopes: the slow-path scope arms on exit).
 //
-// The inline fast path (gc::Allocate in gc/heap.h, and the JIT's copy of it,
-// EmitNew in vm/jit/) compares a bumped `top` against `current_end`; its only
-// other test keeps objects above kMaxTlabObjectSize out of TLABs. The two
-// reasons for a TLAB-sized allocation to leave the fast path, the TLAB is
-// full or a sample point is due, are both expressed by `current_end` (the
-// sampler lowers it to the next point, gc/sampler.h); the slow path
-// recomputes it every time it runs. Safepoints do not touch it: they set the
-// thread's poll word (gc/mutator.h), and a collection retires every TLAB
-// (all four fields zero). An empty TLAB is all zeros, so a thread's first
-// allocation after attaching or after a collection takes the slow path with
-// no special case.
+// .current-end  The inline fast path (gc::Allocate in gc/allocation.h, and
+//   the JIT's copy of it, EmitNew in vm/jit/) compares a bumped `top`
+//   against `current_end`; its only other test keeps objects above
+//   kMaxTlabObjectSize out of TLABs. The two reasons for a TLAB-sized
+//   allocation to leave the fast path, the TLAB is full or a sample point is
+//   due, are both expressed by `current_end` (the sampler lowers it to the
+//   next point, gc/sampler.h .arm); the slow path recomputes it every time
+//   it runs. Safepoints do not touch it: they set the thread's poll word
+//   (gc/mutator.h).
+//
+// .empty  A collection retires every TLAB (all four fields zero). An empty
+//   TLAB is all zeros, so a thread's first allocation after attaching or
+//   after a collection takes the slow path with no special case.
+//
+// .not-zeroed  [top, end) is NOT zeroed: it holds whatever eden held before
+//   the last collection. Every allocation zeroes its own object (the gc_word
+//   and the body) as it initialises it, as HotSpot does with ZeroTLAB off;
+//   compiled code leaves out the fields it stores itself before any GC
+//   point, when nothing can see them (the JIT's .alloc.zeroing). Retiring
+//   writes a filler word over the tail (young_gen.h), so eden stays
+//   parsable.
+//   Rejected: zeroing the whole TLAB at refill. It writes every byte twice,
+//   once in a memset that runs ahead of the objects and once in the
+//   objects' own stores (binary trees spent 14% of its time in that memset,
+//   docs/performance.md).
 #ifndef MINIVM_GC_TLAB_H_
 #define MINIVM_GC_TLAB_H_
 

@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "gc/allocation.h"
 #include "gc/heap.h"
+#include "gc/write_barrier.h"
 #include "llvm/IR/BasicBlock.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/Function.h"

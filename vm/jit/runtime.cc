@@ -1,6 +1,6 @@
 #include "vm/jit/runtime.h"
 
-#include "gc/heap.h"
+#include "gc/allocation.h"
 #include "vm/runtime/builtins.h"
 #include "vm/runtime/interpreter.h"
 #include "vm/runtime/slow_paths.h"

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gc/heap.h"
+#include "gc/write_barrier.h"
 #include "vm/runtime/builtin_classes.h"
 #include "vm/runtime/strings.h"
 #include "vm/runtime/vm.h"

@@ -52,7 +52,9 @@
 
 #include "absl/base/optimization.h"
 #include "absl/strings/str_cat.h"
+#include "gc/allocation.h"
 #include "gc/heap.h"
+#include "gc/write_barrier.h"
 #include "vm/bytecode/builtins.h"
 #include "vm/bytecode/opcodes.h"
 #include "vm/runtime/builtin_classes.h"

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "gc/write_barrier.h"
 #include "vm/runtime/builtin_classes.h"
 #include "vm/runtime/errors.h"
 #include "vm/runtime/shared_slots.h"

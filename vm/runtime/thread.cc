@@ -10,6 +10,7 @@
 
 #include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
+#include "gc/allocation.h"
 #include "vm/runtime/builtin_classes.h"
 
 namespace minivm {

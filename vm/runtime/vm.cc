@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "gc/write_barrier.h"
 #include "vm/runtime/attach_listener.h"
 #include "vm/runtime/builtin_classes.h"
 #include "vm/runtime/errors.h"

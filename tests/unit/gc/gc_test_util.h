@@ -9,10 +9,12 @@
 #include <memory>
 #include <vector>
 
+#include "gc/allocation.h"
 #include "gc/generational_heap.h"
 #include "gc/heap.h"
 #include "gc/object.h"
 #include "gc/vm_interface.h"
+#include "gc/write_barrier.h"
 #include "gtest/gtest.h"
 
 namespace minivm::gc::testing {

@@ -1,6 +1,6 @@
 // Unit tests of the heap sampler against a mocked heap: a thread allocating
-// from TLABs over a fake address range, with the same slow-path protocol as
-// the real heap (Sync, retire/fill, Account, Arm).
+// from TLABs over a fake address range, driving the sampler through the same
+// scopes as the real heap (gc/sampler.h .scopes).
 //
 // Statistical checks use 5.7 standard deviations (two-sided p ~ 1.2e-8 each)
 // or chi-square critical values at p = 1e-8, so the whole suite (< 80 such
@@ -56,11 +56,7 @@ class MockThread {
     sampler_.Seed(seed, thread_index);
   }
 
-  void Configure(bool enabled, int32_t interval) {
-    sampler_.Sync(tlab_);
-    sampler_.Configure(enabled, interval, tlab_);
-    sampler_.Arm(tlab_);
-  }
+  void Configure(bool enabled, int32_t interval) { sampler_.Reconfigure(enabled, interval, tlab_); }
 
   // The allocation entry point: inline fast path, then the slow path.
   SampleDecision Allocate(size_t size) {
@@ -70,33 +66,29 @@ class MockThread {
       return {};
     }
     ++slow_paths_;
-    sampler_.Sync(tlab_);
     SampleDecision d;
-    if (size >= large_threshold_ || size > tlab_size_) {
-      d = sampler_.Account(size, tlab_);  // outside the TLAB
-    } else {
-      if (tlab_.top + size > tlab_.end) {
-        sampler_.OnTlabRetired();
-        cursor_ += tlab_size_ + 4096;  // leave a hole: addresses need not be contiguous
-        tlab_.start = tlab_.top = cursor_;
-        tlab_.end = tlab_.current_end = cursor_ + tlab_size_;
+    {
+      ThreadSampler::SlowPathScope scope(sampler_, tlab_);
+      if (size >= large_threshold_ || size > tlab_size_) {
+        d = scope.Account(size);  // outside the TLAB
+      } else {
+        if (tlab_.top + size > tlab_.end) {
+          sampler_.OnTlabRetired(tlab_);
+          cursor_ += tlab_size_ + 4096;  // leave a hole: addresses need not be contiguous
+          tlab_.start = tlab_.top = cursor_;
+          tlab_.end = tlab_.current_end = cursor_ + tlab_size_;
+        }
+        tlab_.top += size;
+        d = scope.Account(size);
       }
-      tlab_.top += size;
-      d = sampler_.Account(size, tlab_);
-    }
-    sampler_.Arm(tlab_);
+    }  // armed here
     EXPECT_LE(tlab_.top, tlab_.current_end);
     EXPECT_LE(tlab_.current_end, tlab_.end);
     return d;
   }
 
   ThreadSampler& sampler() { return sampler_; }
-  // After a callback the heap resumes the sampler and re-arms the TLAB.
-  void Resume() {
-    sampler_.Resume(tlab_);
-    sampler_.Arm(tlab_);
-  }
-  const Tlab& tlab() const { return tlab_; }
+  Tlab& tlab() { return tlab_; }
   uint64_t slow_paths() const { return slow_paths_; }
 
  private:
@@ -378,11 +370,10 @@ TEST(SamplerTest, SuspendedAllocationsDoNotDisturbTheSequence) {
     if (d.sample_count > 0) {
       got.push_back({i, d.sample_count});
       // A "callback" that allocates while suspended.
-      t.sampler().Suspend();
+      ThreadSampler::SuspensionScope suspended(t.sampler(), t.tlab());
       for (int k = 0; k < 5; ++k) {
         EXPECT_EQ(t.Allocate(100 + 1000 * k).sample_count, 0u);
       }
-      t.Resume();
     }
   }
   EXPECT_EQ(got, reference) << "seed " << seed;
@@ -419,8 +410,8 @@ TEST(SamplerTest, IntervalChangeTakesEffectAtTheNextAllocation) {
   for (int i = 0; i < 1000; ++i) EXPECT_EQ(t.Allocate(32).sample_count, 0u);
 }
 
-// Design point 3: Arm() keeps the fast path from passing the sample point,
-// so Sync() never takes r below zero; a heap bug that let it would be caught
+// gc/sampler.h .anchor: arming keeps the fast path from passing the sample
+// point, so a sync never takes r below zero; a heap bug that let it would be caught
 // in debug builds, not hidden by clamping r.
 TEST(SamplerDeathTest, SyncPastTheSamplePointFailsTheDebugCheck) {
   ThreadSampler sampler;
@@ -428,11 +419,11 @@ TEST(SamplerDeathTest, SyncPastTheSamplePointFailsTheDebugCheck) {
   Tlab tlab;
   tlab.start = tlab.top = uintptr_t{1} << 20;
   tlab.end = tlab.current_end = tlab.start + (uintptr_t{1} << 20);
-  sampler.Configure(true, 4096, tlab);
-  sampler.Arm(tlab);
+  sampler.Reconfigure(true, 4096, tlab);
   ASSERT_LT(tlab.current_end + 8, tlab.end);
   tlab.top = tlab.current_end + 8;  // what no fast path may do
-  EXPECT_DEBUG_DEATH(sampler.Sync(tlab), "past the sample point");
+  EXPECT_DEBUG_DEATH({ ThreadSampler::SlowPathScope scope(sampler, tlab); },
+                     "past the sample point");
 }
 
 TEST(SamplerRandomTest, PoissonMeanAndVarianceForLargeMeans) {

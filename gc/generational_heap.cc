@@ -1,40 +1,54 @@
-// The generational heap: reservation, options, thread attachment, the
-// allocation slow path and the sampler's arming. The collection plan is in
-// collection.cc.
+// The generational heap (gc/generational_heap.h): reservation, options,
+// thread attachment, the allocation slow path and the sampler's arming. The
+// collection plan is in collection.cc.
 //
-// Design of the slow path (AllocateSlowPath), the single place for refills,
-// outside-TLAB and large allocations, collections, --gc-stress and sampling:
-// 1. It is a poll site: a pending safepoint is honoured first.
-// 2. Requests that cannot fit even in an empty heap return nullptr at once.
-// 3. Memory is zeroed by the thread that allocates it, one object at a time:
-//    here, at the one point where the slow path initialises the object it
-//    placed (in a TLAB, outside one, or large; design 5), and in
-//    gc::Allocate and the JIT's copy of it for the fast path. A TLAB is not
-//    cleared at refill (tlab.h), and a pause never clears memory, so it
-//    stays proportional to the survivors.
-// 4. On failure it collects (minor first for small objects, then full), and
-//    the thread that collects allocates inside its own pause, before any
-//    other thread resumes. Only when that fails right after a full collection
-//    does it report exhaustion (nullptr), so a thread is never starved into a
-//    false "heap exhausted" by threads that raced into the space it freed.
-//    When another thread's collection ran while it waited, it retries. Each
-//    round either allocates, or ends in its own full collection, or waits
-//    for another thread's collection (which made progress), so there is no
-//    endless GC loop.
-// 5. The object is initialised (klass, length) at exactly one point, right
-//    before the sampler's one call site; every return leaves the TLAB
-//    invariants (tlab.h) intact, with current_end lowered to the next sample
-//    point when the thread samples (gc/sampler.h).
-// 6. Sampler bookkeeping: Sync on entry (before anything moves the TLAB),
-//    Sync + OnTlabRetired in RetireTlab (refills and collections alike),
-//    Account + Arm after placing the object, Resume + Arm after a sample's
-//    callback. Outside the slow path only RearmSampler (attach and
-//    ReconfigureSampling: Sync, Configure, Arm) touches it.
-// 7. The weak events (ObjectFree/ObjectPromote) of collections the slow path
-//    ran are delivered last, with the new object in a root
-//    (DeliverDeferredEvents): their callbacks run in native state, so other
-//    threads may collect meanwhile, and raw memory must not be held across.
-#include "gc/heap.h"
+// Design of the slow path (AllocateSlowPath, declared in gc/allocation.h),
+// the single place for refills, outside-TLAB and large allocations,
+// collections, --gc-stress and sampling:
+//
+// .poll  It is a poll site: a pending safepoint is honoured first.
+//
+// .refuse  Requests that cannot fit even in an empty heap return nullptr at
+//   once.
+//
+// .zeroing  Memory is zeroed by the thread that allocates it, one object at
+//   a time: here, at the one point where the slow path initialises the
+//   object it placed (in a TLAB, outside one, or large; .init), and in
+//   gc::Allocate and the JIT's copy of it for the fast path. A TLAB is not
+//   cleared at refill (tlab.h .not-zeroed), and a pause never clears memory,
+//   so it stays proportional to the survivors.
+//
+// .retry  On failure it collects (minor first for small objects, then
+//   full), and the thread that collects allocates inside its own pause,
+//   before any other thread resumes. Only when that fails right after a
+//   full collection does it report exhaustion (nullptr), so a thread is
+//   never starved into a false "heap exhausted" by threads that raced into
+//   the space it freed. When another thread's collection ran while it
+//   waited, it retries. Each round either allocates, or ends in its own full
+//   collection, or waits for another thread's collection (which made
+//   progress), so there is no endless GC loop.
+//
+// .init  The object is initialised (klass, length) at exactly one point,
+//   right before the sampler's one call site; every return leaves the TLAB
+//   invariants (tlab.h .invariants) intact, with current_end lowered to the
+//   next sample point when the thread samples (gc/sampler.h .arm).
+//
+// .sampler  The sampler's bookkeeping is two scopes and two calls
+//   (gc/sampler.h .scopes). The slow path opens a SlowPathScope on entry,
+//   before anything moves the TLAB, accounts the object through it, and
+//   closes it before any callback runs, so the TLAB is armed whenever an
+//   agent or another thread's collection can see it. RetireTlab (refills,
+//   collections, detach) calls OnTlabRetired. ReportSample runs the sample
+//   callback inside a SuspensionScope. RearmSampler (attach and
+//   ReconfigureSampling) calls Reconfigure. Nothing else touches the
+//   sampler.
+//
+// .deferred-events  The weak events (ObjectFree/ObjectPromote) of
+//   collections the slow path ran are delivered last, with the new object
+//   in a root (DeliverDeferredEvents): their callbacks run in native state,
+//   so other threads may collect meanwhile, and raw memory must not be held
+//   across.
+#include "gc/generational_heap.h"
 
 #include <sys/mman.h>
 
@@ -43,8 +57,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "gc/allocation.h"
 #include "gc/check.h"
-#include "gc/generational_heap.h"
 #include "gc/mutator_data.h"
 #include "gc/size_classes.h"
 
@@ -113,7 +127,7 @@ GenerationalHeap::GenerationalHeap(const HeapOptions& options, VmInterface* vm, 
   const size_t survivor = std::max(kPageSize, RoundDownToPage(young_bytes / 10));
   const size_t eden = young_bytes - 2 * survivor;
   // `--young` fixes eden's size; by default it starts small and grows
-  // (collection.cc, design 8).
+  // (collection.cc .eden-sizing).
   young_.emplace(base, eden, survivor,
                  options.young_bytes != 0 ? eden : InitialEdenCapacity(eden));
   old_.emplace(base + young_bytes, size - young_bytes);
@@ -164,8 +178,7 @@ void GenerationalHeap::RetireTlab(Mutator* m) {
   bytes_allocated_.fetch_add(used, std::memory_order_relaxed);
   MutatorData* data = MutatorData::Of(m);
   data->tlab_sizer.RecordAllocatedBytes(used);
-  data->sampler.Sync(m->tlab);  // charge what the fast path allocated in it
-  data->sampler.OnTlabRetired();
+  data->sampler.OnTlabRetired(m->tlab);  // charges what the fast path allocated in it
   m->tlab = Tlab{};
 }
 
@@ -221,48 +234,53 @@ Object* AllocateSlowPath(Mutator* m, const ClassLayout* cls, size_t size, uint64
   GenerationalHeap& heap = *static_cast<GenerationalHeap*>(m->heap);
   using GcKind = GenerationalHeap::GcKind;
   gc::SafepointPoll(m);
-  ThreadSampler& sampler = MutatorData::Of(m)->sampler;
-  sampler.Sync(m->tlab);
-  // A request that no collection can satisfy fails at once.
-  if (size > kMaxObjectSize || (size > kLargeObjectThreshold && size > heap.old_->capacity())) {
-    return nullptr;
+  Object* obj = nullptr;
+  SampleDecision decision;
+  {
+    // Open before anything moves the TLAB; it arms the TLAB when it closes,
+    // on every return, before any callback runs (gc/sampler.h .scopes).
+    ThreadSampler::SlowPathScope sampling(MutatorData::Of(m)->sampler, m->tlab);
+    // A request that no collection can satisfy fails at once.
+    if (size > kMaxObjectSize || (size > kLargeObjectThreshold && size > heap.old_->capacity())) {
+      return nullptr;
+    }
+    if (heap.options_.gc_stress_every != 0 &&
+        (heap.stress_counter_.fetch_add(1, std::memory_order_relaxed) + 1) %
+                heap.options_.gc_stress_every ==
+            0) {
+      heap.Collect(m, GcCause::kStress, GcKind::kMinor);
+    }
+    uintptr_t mem = 0;
+    bool tried_minor = size > kLargeObjectThreshold;  // a minor GC cannot free old pages
+    for (;;) {
+      bool over_target = false;
+      mem = heap.TryAllocate(m, size, /*within_target=*/true, &over_target);
+      if (mem != 0) break;
+      const GcKind ran =
+          heap.Collect(m, over_target ? GcCause::kOldTarget : GcCause::kAllocationFailure,
+                       tried_minor ? GcKind::kFull : GcKind::kMinor, size, &mem);
+      if (mem != 0 || ran == GcKind::kFull) break;
+      if (ran == GcKind::kMinor) tried_minor = true;
+    }
+    if (mem != 0) {
+      // Zeroed here, once for every path, and outside any pause: TryAllocate
+      // may have run inside the collection this thread just did (.zeroing).
+      ZeroAllButKlass(mem, size);
+      obj = reinterpret_cast<Object*>(mem);
+      obj->klass = cls;
+      if (cls->kind != LayoutKind::kFields) obj->set_length(length);
+
+      // ---- The sampler's one call site (docs/sampling.md) ----
+      // The object is fully initialised and reachable only from here; every
+      // slow-path allocation (TLAB refill, outside-TLAB eden, large object)
+      // passes this point exactly once.
+      decision = sampling.Account(size);
+    }
   }
-  if (heap.options_.gc_stress_every != 0 &&
-      (heap.stress_counter_.fetch_add(1, std::memory_order_relaxed) + 1) %
-              heap.options_.gc_stress_every ==
-          0) {
-    heap.Collect(m, GcCause::kStress, GcKind::kMinor);
-  }
-  uintptr_t mem = 0;
-  bool tried_minor = size > kLargeObjectThreshold;  // a minor GC cannot free old pages
-  for (;;) {
-    bool over_target = false;
-    mem = heap.TryAllocate(m, size, /*within_target=*/true, &over_target);
-    if (mem != 0) break;
-    const GcKind ran =
-        heap.Collect(m, over_target ? GcCause::kOldTarget : GcCause::kAllocationFailure,
-                     tried_minor ? GcKind::kFull : GcKind::kMinor, size, &mem);
-    if (mem != 0 || ran == GcKind::kFull) break;
-    if (ran == GcKind::kMinor) tried_minor = true;
-  }
-  if (mem == 0) {  // heap exhausted
+  if (obj == nullptr) {  // heap exhausted
     if (MutatorData::Of(m)->events_found) heap.DeliverDeferredEvents(m, nullptr);
     return nullptr;
   }
-
-  // Zeroed here, once for every path, and outside any pause: TryAllocate
-  // may have run inside the collection this thread just did (design 4).
-  ZeroAllButKlass(mem, size);
-  auto* obj = reinterpret_cast<Object*>(mem);
-  obj->klass = cls;
-  if (cls->kind != LayoutKind::kFields) obj->set_length(length);
-
-  // ---- The sampler's one call site (docs/sampling.md) ----
-  // The object is fully initialised and reachable only from here; every
-  // slow-path allocation (TLAB refill, outside-TLAB eden, large object)
-  // passes this point exactly once.
-  const SampleDecision decision = sampler.Account(size, m->tlab);
-  sampler.Arm(m->tlab);
   if (ABSL_PREDICT_FALSE(decision.sample_count != 0)) obj = heap.ReportSample(m, obj, decision);
   // After the sampler's bookkeeping: a collection that runs meanwhile
   // retires the TLAB, and this object must already be charged by then.
@@ -275,9 +293,8 @@ Object* AllocateSlowPath(Mutator* m, const ClassLayout* cls, size_t size, uint64
   return obj;
 }
 
-// Design point 6 of gc/sampler.h: a change of settings redraws every
-// thread's gap and re-arms its TLAB, so it takes effect at each thread's
-// next allocation.
+// gc/sampler.h .rearm: a change of settings redraws every thread's gap and
+// re-arms its TLAB, so it takes effect at each thread's next allocation.
 void GenerationalHeap::ReconfigureSampling(Mutator* requester) {
   RunAtSafepoint(requester, [this](Mutator* m) { RearmSampler(m); });
 }
@@ -288,13 +305,11 @@ void GenerationalHeap::RearmSampler(Mutator* m) {
   // when the last one ran.
   SampleObserver* observer = sample_observer_.load(std::memory_order_acquire);
   ThreadSampler& sampler = MutatorData::Of(m)->sampler;
-  sampler.Sync(m->tlab);  // charge what the fast path allocated since the last slow path
   if (observer != nullptr) {
-    sampler.Configure(observer->SamplingEnabledFor(m), observer->SamplingInterval(), m->tlab);
+    sampler.Reconfigure(observer->SamplingEnabledFor(m), observer->SamplingInterval(), m->tlab);
   } else {
-    sampler.Configure(false, kDefaultSamplingInterval, m->tlab);
+    sampler.Reconfigure(false, kDefaultSamplingInterval, m->tlab);
   }
-  sampler.Arm(m->tlab);
 }
 
 Object* GenerationalHeap::ReportSample(Mutator* m, Object* obj, const SampleDecision& decision) {
@@ -305,10 +320,10 @@ Object* GenerationalHeap::ReportSample(Mutator* m, Object* obj, const SampleDeci
   // The callback may collect (moving obj) or re-configure sampling; the
   // sampler is suspended so nothing it allocates is sampled or charged.
   data->sample_root = Value::Ref(obj);
-  data->sampler.Suspend();
-  observer->OnSampledAllocation(m, &data->sample_root, decision, generation);
-  data->sampler.Resume(m->tlab);
-  data->sampler.Arm(m->tlab);
+  {
+    ThreadSampler::SuspensionScope suspended(data->sampler, m->tlab);
+    observer->OnSampledAllocation(m, &data->sample_root, decision, generation);
+  }
   obj = data->sample_root.AsRef();
   data->sample_root = Value::Null();
   return obj;
