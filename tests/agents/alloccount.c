@@ -137,27 +137,19 @@ static void on_death(vmtiEnv* env) {
 
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   (void)reserved;
-  if (options) {
-    char* copy = strdup(options);
-    char* save = NULL;
-    for (char* t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-      if (!strncmp(t, "interval=", 9)) g_interval = (vmtiInt)atol(t + 9);
-      else if (!strcmp(t, "gen=1")) g_gen = 1;
-      else if (!strncmp(t, "only=", 5) && g_nonly < 8) snprintf(g_only[g_nonly++], 32, "%s", t + 5);
-      else {
-        fprintf(stderr, "alloccount: bad option %s\n", t);
-        free(copy);
-        return 1;
-      }
+  TestAgentOptions o = {.rest = options};
+  for (char* t; (t = TestAgentNextOption(&o)) != NULL;) {
+    if (!strncmp(t, "interval=", 9)) g_interval = (vmtiInt)atol(t + 9);
+    else if (!strcmp(t, "gen=1")) g_gen = 1;
+    else if (!strncmp(t, "only=", 5) && g_nonly < 8) snprintf(g_only[g_nonly++], 32, "%s", t + 5);
+    else {
+      fprintf(stderr, "alloccount: bad option %s\n", t);
+      return 1;
     }
-    free(copy);
   }
   static const vmtiEvent kEvents[] = {VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_VM_DEATH, 0};
   TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC,
-                      .callbacks = {.SampledObjectAlloc = on_sample,
-                                    .VMDeath = on_death},
-                      .set_interval = TA_SET_INTERVAL,
-                      .interval = g_interval,
-                      .events = kEvents};
+                      .callbacks = {.SampledObjectAlloc = on_sample, .VMDeath = on_death},
+                      .set_interval = TA_SET_INTERVAL, .interval = g_interval, .events = kEvents};
   return TestAgentStart(vm, &s) ? 0 : 1;
 }

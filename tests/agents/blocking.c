@@ -116,12 +116,8 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_DEATH, VMTI_EVENT_SAMPLED_OBJECT_ALLOC,
                                       VMTI_EVENT_OBJECT_FREE, VMTI_EVENT_OBJECT_PROMOTE, 0};
   TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC | TA_TAG_OBJECTS | TA_OBJECT_FREE | TA_OBJECT_PROMOTE,
-                      .callbacks = {.SampledObjectAlloc = on_sample,
-                                    .VMDeath = on_death,
-                                    .ObjectFree = on_free,
-                                    .ObjectPromote = on_promote},
-                      .set_interval = TA_SET_INTERVAL,
-                      .interval = 0,
-                      .events = kEvents};
+                      .callbacks = {.SampledObjectAlloc = on_sample, .VMDeath = on_death,
+                                    .ObjectFree = on_free, .ObjectPromote = on_promote},
+                      .set_interval = TA_SET_INTERVAL, .interval = 0, .events = kEvents};
   return TestAgentStart(vm, &s) ? 0 : 1;
 }

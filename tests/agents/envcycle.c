@@ -232,11 +232,8 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   g_vm = vm;
   static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_DEATH, VMTI_EVENT_SAMPLED_OBJECT_ALLOC, 0};
   TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC | TA_TAG_OBJECTS,
-                      .callbacks = {.SampledObjectAlloc = control_sample,
-                                    .VMDeath = on_death},
-                      .set_interval = TA_SET_INTERVAL,
-                      .interval = 0,
-                      .events = kEvents};
+                      .callbacks = {.SampledObjectAlloc = control_sample, .VMDeath = on_death},
+                      .set_interval = TA_SET_INTERVAL, .interval = 0, .events = kEvents};
   g_control = TestAgentStart(vm, &s);
   return g_control ? 0 : 1;
 }

@@ -70,23 +70,16 @@ static void on_death(vmtiEnv* env) {
 
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   (void)reserved;
-  if (options) {
-    char* copy = strdup(options);
-    char* save = NULL;
-    for (char* t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-      if (!strncmp(t, "n=", 2)) g_n = atoll(t + 2);
-      else if (!strncmp(t, "size=", 5)) g_size = atoll(t + 5);
-      else if (!strncmp(t, "interval=", 9)) g_interval = (vmtiInt)atol(t + 9);
-      else if (!strncmp(t, "seed=", 5)) g_seed = atoll(t + 5);
-    }
-    free(copy);
+  TestAgentOptions o = {.rest = options};
+  for (char* t; (t = TestAgentNextOption(&o)) != NULL;) {
+    if (!strncmp(t, "n=", 2)) g_n = atoll(t + 2);
+    else if (!strncmp(t, "size=", 5)) g_size = atoll(t + 5);
+    else if (!strncmp(t, "interval=", 9)) g_interval = (vmtiInt)atol(t + 9);
+    else if (!strncmp(t, "seed=", 5)) g_seed = atoll(t + 5);
   }
   static const vmtiEvent kEvents[] = {VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_VM_DEATH, 0};
   TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC,
-                      .callbacks = {.SampledObjectAlloc = on_sample,
-                                    .VMDeath = on_death},
-                      .set_interval = TA_SET_INTERVAL,
-                      .interval = g_interval,
-                      .events = kEvents};
+                      .callbacks = {.SampledObjectAlloc = on_sample, .VMDeath = on_death},
+                      .set_interval = TA_SET_INTERVAL, .interval = g_interval, .events = kEvents};
   return TestAgentStart(vm, &s) ? 0 : 1;
 }

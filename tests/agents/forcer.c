@@ -185,16 +185,13 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   if (!g_entries) return 1;
   static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH,
                                       VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_OBJECT_FREE,
-                                      VMTI_EVENT_GARBAGE_COLLECTION_FINISH, VMTI_EVENT_THREAD_START, 0};
+                                      VMTI_EVENT_GARBAGE_COLLECTION_FINISH, VMTI_EVENT_THREAD_START,
+                                      0};
   TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC | TA_TAG_OBJECTS | TA_OBJECT_FREE | TA_GC_EVENTS,
-                      .callbacks = {.VMInit = on_init,
-                                    .SampledObjectAlloc = on_sample,
-                                    .VMDeath = on_death,
-                                    .ObjectFree = on_free,
+                      .callbacks = {.VMInit = on_init, .SampledObjectAlloc = on_sample,
+                                    .VMDeath = on_death, .ObjectFree = on_free,
                                     .GarbageCollectionFinish = on_gc_finish,
                                     .ThreadStart = on_thread_start},
-                      .set_interval = TA_SET_INTERVAL,
-                      .interval = g_interval,
-                      .events = kEvents};
+                      .set_interval = TA_SET_INTERVAL, .interval = g_interval, .events = kEvents};
   return TestAgentStart(vm, &s) ? 0 : 1;
 }

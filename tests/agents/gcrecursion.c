@@ -115,22 +115,15 @@ static void on_death(vmtiEnv* env) {
 
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   (void)reserved;
-  if (options) {
-    char* copy = strdup(options);
-    char* save = NULL;
-    for (char* t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-      if (!strncmp(t, "every=", 6)) g_every = atoll(t + 6);
-      else if (!strncmp(t, "count=", 6)) g_expect = atoll(t + 6);
-    }
-    free(copy);
+  TestAgentOptions o = {.rest = options};
+  for (char* t; (t = TestAgentNextOption(&o)) != NULL;) {
+    if (!strncmp(t, "every=", 6)) g_every = atoll(t + 6);
+    else if (!strncmp(t, "count=", 6)) g_expect = atoll(t + 6);
   }
   if (g_every < 1) g_every = 1;
   static const vmtiEvent kEvents[] = {VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_VM_DEATH, 0};
   TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC,
-                      .callbacks = {.SampledObjectAlloc = on_sample,
-                                    .VMDeath = on_death},
-                      .set_interval = TA_SET_INTERVAL,
-                      .interval = 0,
-                      .events = kEvents};
+                      .callbacks = {.SampledObjectAlloc = on_sample, .VMDeath = on_death},
+                      .set_interval = TA_SET_INTERVAL, .interval = 0, .events = kEvents};
   return TestAgentStart(vm, &s) ? 0 : 1;
 }

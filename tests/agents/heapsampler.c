@@ -345,13 +345,10 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
                                       VMTI_EVENT_SAMPLED_OBJECT_ALLOC,
                                       VMTI_EVENT_GARBAGE_COLLECTION_FINISH, 0};
   TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC | TA_GC_EVENTS,
-                      .callbacks = {.VMInit = vm_init,
-                                    .VMDeath = vm_death,
+                      .callbacks = {.VMInit = vm_init, .VMDeath = vm_death,
                                     .SampledObjectAlloc = sampled_object_alloc,
                                     .GarbageCollectionFinish = gc_finish},
-                      .set_interval = TA_SET_INTERVAL,
-                      .interval = g_interval,
-                      .events = kEvents};
+                      .set_interval = TA_SET_INTERVAL, .interval = g_interval, .events = kEvents};
   /* The monitors exist before any callback can run. */
   g_env = TestAgentEnv(vm);
   if (!g_env || (*g_env)->CreateRawMonitor(g_env, "heapsampler table", &g_table) != VMTI_ERROR_NONE ||

@@ -597,11 +597,9 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
                                       VMTI_EVENT_VM_DEATH, 0};
   TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC,
                       .callbacks = {.SampledObjectAlloc = on_SampledObjectAlloc,
-                                    .ThreadStart = on_ThreadStart,
-                                    .VMDeath = on_VMDeath},
+                                    .ThreadStart = on_ThreadStart, .VMDeath = on_VMDeath},
                       .set_interval = g_interval_set ? TA_SET_INTERVAL : TA_KEEP_INTERVAL,
-                      .interval = g_interval,
-                      .events = kEvents};
+                      .interval = g_interval, .events = kEvents};
   g_env = TestAgentStart(vm, &s);
   return g_env ? 0 : 1;
 }

@@ -141,11 +141,8 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH,
                                       VMTI_EVENT_SAMPLED_OBJECT_ALLOC, 0};
   TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC | TA_TAG_OBJECTS,
-                      .callbacks = {.SampledObjectAlloc = &on_sample,
-                                    .VMInit = &on_vm_init,
+                      .callbacks = {.SampledObjectAlloc = &on_sample, .VMInit = &on_vm_init,
                                     .VMDeath = &on_vm_death},
-                      .set_interval = TA_SET_INTERVAL,
-                      .interval = 0,
-                      .events = kEvents};
+                      .set_interval = TA_SET_INTERVAL, .interval = 0, .events = kEvents};
   return TestAgentSetUp(g_env, &s) == VMTI_ERROR_NONE ? 0 : 1;
 }

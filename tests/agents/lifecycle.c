@@ -159,26 +159,18 @@ static void on_death(vmtiEnv* env) {
 
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   (void)reserved;
-  if (options) {
-    char* copy = strdup(options);
-    char* save = NULL;
-    for (char* t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-      if (!strncmp(t, "interval=", 9)) g_interval = (vmtiInt)atol(t + 9);
-      else if (!strncmp(t, "max=", 4)) g_max = atoll(t + 4);
-    }
-    free(copy);
+  TestAgentOptions o = {.rest = options};
+  for (char* t; (t = TestAgentNextOption(&o)) != NULL;) {
+    if (!strncmp(t, "interval=", 9)) g_interval = (vmtiInt)atol(t + 9);
+    else if (!strncmp(t, "max=", 4)) g_max = atoll(t + 4);
   }
   g_entries = (Entry*)calloc((size_t)g_max, sizeof(Entry));
   if (!g_entries) return 1;
   static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_DEATH, VMTI_EVENT_SAMPLED_OBJECT_ALLOC,
                                       VMTI_EVENT_OBJECT_FREE, VMTI_EVENT_OBJECT_PROMOTE, 0};
   TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC | TA_TAG_OBJECTS | TA_OBJECT_FREE | TA_OBJECT_PROMOTE,
-                      .callbacks = {.SampledObjectAlloc = on_sample,
-                                    .VMDeath = on_death,
-                                    .ObjectFree = on_free,
-                                    .ObjectPromote = on_promote},
-                      .set_interval = TA_SET_INTERVAL,
-                      .interval = g_interval,
-                      .events = kEvents};
+                      .callbacks = {.SampledObjectAlloc = on_sample, .VMDeath = on_death,
+                                    .ObjectFree = on_free, .ObjectPromote = on_promote},
+                      .set_interval = TA_SET_INTERVAL, .interval = g_interval, .events = kEvents};
   return TestAgentStart(vm, &s) ? 0 : 1;
 }

@@ -100,14 +100,9 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
                                       VMTI_EVENT_OBJECT_FREE, VMTI_EVENT_OBJECT_PROMOTE,
                                       VMTI_EVENT_THREAD_START, VMTI_EVENT_THREAD_END, 0};
   TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC | TA_TAG_OBJECTS | TA_OBJECT_FREE | TA_OBJECT_PROMOTE,
-                      .callbacks = {.SampledObjectAlloc = on_sample,
-                                    .VMDeath = on_death,
-                                    .ObjectFree = on_free,
-                                    .ObjectPromote = on_promote,
-                                    .ThreadStart = on_thread,
-                                    .ThreadEnd = on_thread},
-                      .set_interval = TA_SET_INTERVAL,
-                      .interval = 0,
-                      .events = kEvents};
+                      .callbacks = {.SampledObjectAlloc = on_sample, .VMDeath = on_death,
+                                    .ObjectFree = on_free, .ObjectPromote = on_promote,
+                                    .ThreadStart = on_thread, .ThreadEnd = on_thread},
+                      .set_interval = TA_SET_INTERVAL, .interval = 0, .events = kEvents};
   return TestAgentStart(vm, &s) ? 0 : 1;
 }

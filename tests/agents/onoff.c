@@ -38,20 +38,12 @@ static void fail(const char* what, int e) {
   g_failures++;
 }
 
-static int is_item(vmtiEnv* env, vmtiClass k) {
-  char* sig = NULL;
-  if ((*env)->GetClassSignature(env, k, &sig, NULL) != VMTI_ERROR_NONE || !sig) return 0;
-  int r = !strcmp(sig, "Item");
-  (*env)->Deallocate(env, (unsigned char*)sig);
-  return r;
-}
-
 static void on_sample(vmtiEnv* env, vmtiThread thread, vmtiObject object, vmtiClass klass,
                       vmtiLong size) {
   (void)thread;
   (void)object;
   (void)size;
-  if (!is_item(env, klass)) return;
+  if (!TestAgentClassIs(env, klass, "Item")) return;
   pthread_mutex_lock(&g_lock);
   long long c = ++g_counts[g_phase];
   if ((g_phase == 0 && c == 100) || (g_phase == 2 && c == 50)) {
@@ -95,11 +87,8 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   static const vmtiEvent kEvents[] = {VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_THREAD_START,
                                       VMTI_EVENT_VM_DEATH, 0};
   TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC,
-                      .callbacks = {.SampledObjectAlloc = on_sample,
-                                    .ThreadStart = on_thread_start,
+                      .callbacks = {.SampledObjectAlloc = on_sample, .ThreadStart = on_thread_start,
                                     .VMDeath = on_death},
-                      .set_interval = TA_SET_INTERVAL,
-                      .interval = g_interval,
-                      .events = kEvents};
+                      .set_interval = TA_SET_INTERVAL, .interval = g_interval, .events = kEvents};
   return TestAgentStart(vm, &s) ? 0 : 1;
 }

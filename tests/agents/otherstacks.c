@@ -217,10 +217,8 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   if ((*env)->GetHeapSamplingInterval(env, &interval) != VMTI_ERROR_NONE || interval != 0) return 1;
   static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_INIT, VMTI_EVENT_THREAD_START,
                                       VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_VM_DEATH, 0};
-  TestAgentSetup s = {.callbacks = {.VMInit = &on_vm_init,
-                                    .ThreadStart = &on_thread_start,
-                                    .SampledObjectAlloc = &on_sample,
-                                    .VMDeath = &on_vm_death},
+  TestAgentSetup s = {.callbacks = {.VMInit = &on_vm_init, .ThreadStart = &on_thread_start,
+                                    .SampledObjectAlloc = &on_sample, .VMDeath = &on_vm_death},
                       .events = kEvents};
   return TestAgentSetUp(env, &s) == VMTI_ERROR_NONE ? 0 : 1;
 }

@@ -449,14 +449,12 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   CHECK_ERR((*env)->RunAgentThread(env, "early", worker_proc, NULL, NULL), VMTI_ERROR_WRONG_PHASE);
   check_error_names(env);
 
-  static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH, VMTI_EVENT_THREAD_START,
-                                      VMTI_EVENT_GARBAGE_COLLECTION_START,
+  static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH,
+                                      VMTI_EVENT_THREAD_START, VMTI_EVENT_GARBAGE_COLLECTION_START,
                                       VMTI_EVENT_GARBAGE_COLLECTION_FINISH, 0};
   TestAgentSetup s = {.capabilities = TA_GC_EVENTS,
-                      .callbacks = {.VMInit = on_vm_init,
-                                    .VMDeath = on_vm_death,
-                                    .ThreadStart = on_thread_start,
-                                    .ThreadEnd = on_thread_end,
+                      .callbacks = {.VMInit = on_vm_init, .VMDeath = on_vm_death,
+                                    .ThreadStart = on_thread_start, .ThreadEnd = on_thread_end,
                                     .GarbageCollectionStart = on_gc,
                                     .GarbageCollectionFinish = on_gc},
                       .events = kEvents};

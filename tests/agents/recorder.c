@@ -171,16 +171,12 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   for (int i = 0; i < MAX_THREADS; i++) r->hash[i] = 1469598103934665603ULL;
   int set_interval = 0;
   vmtiInt interval = 0;
-  if (options) {
-    char* copy = strdup(options);
-    char* save = NULL;
-    for (char* t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-      if (!strncmp(t, "name=", 5)) snprintf(r->name, sizeof r->name, "%s", t + 5);
-      else if (!strncmp(t, "interval=", 9)) { interval = (vmtiInt)atol(t + 9); set_interval = 1; }
-      else if (!strcmp(t, "digest=1")) r->digest = 1;
-      else if (!strcmp(t, "quiet=1")) r->quiet = 1;
-    }
-    free(copy);
+  TestAgentOptions o = {.rest = options};
+  for (char* t; (t = TestAgentNextOption(&o)) != NULL;) {
+    if (!strncmp(t, "name=", 5)) snprintf(r->name, sizeof r->name, "%s", t + 5);
+    else if (!strncmp(t, "interval=", 9)) { interval = (vmtiInt)atol(t + 9); set_interval = 1; }
+    else if (!strcmp(t, "digest=1")) r->digest = 1;
+    else if (!strcmp(t, "quiet=1")) r->quiet = 1;
   }
   vmtiEnv* env = TestAgentEnv(vm);
   if (!env || (*env)->SetEnvironmentLocalStorage(env, r) != VMTI_ERROR_NONE) return 1;
@@ -191,12 +187,9 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
                                       VMTI_EVENT_GARBAGE_COLLECTION_FINISH, 0};
   TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC | TA_TAG_OBJECTS | TA_OBJECT_FREE | TA_OBJECT_PROMOTE |
                                       TA_GC_EVENTS,
-                      .callbacks = {.SampledObjectAlloc = on_sample,
-                                    .VMDeath = on_death,
-                                    .ObjectFree = on_free,
-                                    .ObjectPromote = on_promote},
+                      .callbacks = {.SampledObjectAlloc = on_sample, .VMDeath = on_death,
+                                    .ObjectFree = on_free, .ObjectPromote = on_promote},
                       .set_interval = set_interval ? TA_SET_INTERVAL : TA_KEEP_INTERVAL,
-                      .interval = interval,
-                      .events = kEvents};
+                      .interval = interval, .events = kEvents};
   return TestAgentSetUp(env, &s) == VMTI_ERROR_NONE ? 0 : 1;
 }

@@ -181,10 +181,7 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   if (options && !strncmp(options, "classes=", 8)) snprintf(g_classes, sizeof g_classes, "+%s+", options + 8);
   static const vmtiEvent kEvents[] = {VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_VM_DEATH, 0};
   TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC,
-                      .callbacks = {.SampledObjectAlloc = on_sample,
-                                    .VMDeath = on_death},
-                      .set_interval = TA_SET_INTERVAL,
-                      .interval = 0,
-                      .events = kEvents};
+                      .callbacks = {.SampledObjectAlloc = on_sample, .VMDeath = on_death},
+                      .set_interval = TA_SET_INTERVAL, .interval = 0, .events = kEvents};
   return TestAgentStart(vm, &s) ? 0 : 1;
 }

@@ -5,13 +5,10 @@
  * and libc: a test agent is an agent as a user writes it, and must not see
  * the VM. Each agent states what it needs as data and calls one function:
  *
- *   static const vmtiEvent kEvents[] = {VMTI_EVENT_SAMPLED_OBJECT_ALLOC,
- *                                       VMTI_EVENT_VM_DEATH, 0};
+ *   static const vmtiEvent kEvents[] = {VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_VM_DEATH, 0};
  *   TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC,
- *                       .callbacks = {.SampledObjectAlloc = on_sample,
- *                                     .VMDeath = on_death},
- *                       .set_interval = TA_SET_INTERVAL, .interval = 0,
- *                       .events = kEvents};
+ *                       .callbacks = {.SampledObjectAlloc = on_sample, .VMDeath = on_death},
+ *                       .set_interval = TA_SET_INTERVAL, .interval = 0, .events = kEvents};
  *   return TestAgentStart(vm, &s) ? 0 : 1;
  *
  * The steps run in the order JVMTI agents use, stopping at the first error:
@@ -93,24 +90,38 @@ static inline vmtiEnv* TestAgentStart(vmtiVM* vm, const TestAgentSetup* s) {
   return env && TestAgentSetUp(env, s) == VMTI_ERROR_NONE ? env : NULL;
 }
 
-/* The value of option `key` in a comma-separated "key=value,..." list,
- * copied into buf (at most size - 1 bytes, NUL-terminated), or NULL if the
- * list has no such key. */
-static inline const char* TestAgentOption(const char* options, const char* key, char* buf,
-                                          size_t size) {
-  size_t klen = strlen(key);
-  for (const char* p = options; p && *p;) {
-    const char* end = strchr(p, ',');
-    size_t len = end ? (size_t)(end - p) : strlen(p);
-    if (len > klen && !strncmp(p, key, klen) && p[klen] == '=') {
-      size_t n = len - klen - 1 < size - 1 ? len - klen - 1 : size - 1;
-      memcpy(buf, p + klen + 1, n);
-      buf[n] = '\0';
-      return buf;
-    }
-    p = end ? end + 1 : NULL;
-  }
-  return NULL;
+/* The options string "a=1,b,c=x" one item at a time:
+ *
+ *   TestAgentOptions o = {.rest = options};
+ *   for (char* t; (t = TestAgentNextOption(&o)) != NULL;)
+ *     if (!strncmp(t, "interval=", 9)) g_interval = (vmtiInt)atol(t + 9);
+ *
+ * options may be NULL (no items); an item longer than o.item is cut; the
+ * item returned lives in o. */
+typedef struct {
+  const char* rest;
+  char item[4096];
+} TestAgentOptions;
+
+static inline char* TestAgentNextOption(TestAgentOptions* o) {
+  while (o->rest && *o->rest == ',') o->rest++;
+  if (!o->rest || !*o->rest) return NULL;
+  const char* end = strchr(o->rest, ',');
+  size_t len = end ? (size_t)(end - o->rest) : strlen(o->rest);
+  size_t n = len < sizeof o->item - 1 ? len : sizeof o->item - 1;
+  memcpy(o->item, o->rest, n);
+  o->item[n] = '\0';
+  o->rest += len;
+  return o->item;
+}
+
+/* Whether klass's signature is `name` (0 if it cannot be read). */
+static inline int TestAgentClassIs(vmtiEnv* env, vmtiClass klass, const char* name) {
+  char* sig = NULL;
+  if ((*env)->GetClassSignature(env, klass, &sig, NULL) != VMTI_ERROR_NONE || !sig) return 0;
+  int r = !strcmp(sig, name);
+  (*env)->Deallocate(env, (unsigned char*)sig);
+  return r;
 }
 
 #endif /* MINIVM_TESTS_AGENTS_TEST_AGENT_H_ */

@@ -41,14 +41,6 @@ static void fail(const char* what, long long a) {
   pthread_mutex_unlock(&g_lock);
 }
 
-static int is_work(vmtiEnv* env, vmtiClass k) {
-  char* sig = NULL;
-  if ((*env)->GetClassSignature(env, k, &sig, NULL) != VMTI_ERROR_NONE || !sig) return 0;
-  int r = !strcmp(sig, "Work");
-  (*env)->Deallocate(env, (unsigned char*)sig);
-  return r;
-}
-
 /* Returns an Allocate'd name or NULL; checks that id matches the name. */
 static char* thread_name(vmtiEnv* env, vmtiThread t) {
   vmtiThreadInfo ti;
@@ -69,7 +61,7 @@ static void on_sample(vmtiEnv* env, vmtiThread thread, vmtiObject object, vmtiCl
                       vmtiLong size) {
   (void)object;
   (void)size;
-  if (!is_work(env, klass)) return;
+  if (!TestAgentClassIs(env, klass, "Work")) return;
   char* name = thread_name(env, thread);
   if (!name) return;
   vmtiThread cur = NULL;
@@ -129,23 +121,16 @@ static void on_death(vmtiEnv* env) {
 
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   (void)reserved;
-  if (options) {
-    char* copy = strdup(options);
-    char* save = NULL;
-    for (char* t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-      if (!strncmp(t, "interval=", 9)) g_interval = (vmtiInt)atol(t + 9);
-      else if (!strncmp(t, "only=", 5)) snprintf(g_only, sizeof g_only, "%s", t + 5);
-    }
-    free(copy);
+  TestAgentOptions o = {.rest = options};
+  for (char* t; (t = TestAgentNextOption(&o)) != NULL;) {
+    if (!strncmp(t, "interval=", 9)) g_interval = (vmtiInt)atol(t + 9);
+    else if (!strncmp(t, "only=", 5)) snprintf(g_only, sizeof g_only, "%s", t + 5);
   }
   static const vmtiEvent kEvents[] = {VMTI_EVENT_THREAD_START, VMTI_EVENT_VM_DEATH, 0};
   TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC,
-                      .callbacks = {.SampledObjectAlloc = on_sample,
-                                    .ThreadStart = on_thread_start,
+                      .callbacks = {.SampledObjectAlloc = on_sample, .ThreadStart = on_thread_start,
                                     .VMDeath = on_death},
-                      .set_interval = TA_SET_INTERVAL,
-                      .interval = g_interval,
-                      .events = kEvents};
+                      .set_interval = TA_SET_INTERVAL, .interval = g_interval, .events = kEvents};
   vmtiEnv* env = TestAgentStart(vm, &s);
   if (!env) return 1;
   if (!g_only[0] &&

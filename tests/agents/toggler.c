@@ -123,12 +123,9 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   static const vmtiEvent kEvents[] = {VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_VM_INIT,
                                       VMTI_EVENT_VM_DEATH, 0};
   TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC,
-                      .callbacks = {.VMInit = on_init,
-                                    .SampledObjectAlloc = on_sample,
+                      .callbacks = {.VMInit = on_init, .SampledObjectAlloc = on_sample,
                                     .VMDeath = on_death},
-                      .set_interval = TA_SET_INTERVAL,
-                      .interval = 4096,
-                      .events = kEvents};
+                      .set_interval = TA_SET_INTERVAL, .interval = 4096, .events = kEvents};
   g_env = TestAgentStart(vm, &s);
   return g_env ? 0 : 1;
 }

@@ -271,13 +271,9 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
                                       VMTI_EVENT_GARBAGE_COLLECTION_FINISH, 0};
   TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC | TA_TAG_OBJECTS | TA_OBJECT_FREE | TA_OBJECT_PROMOTE |
                                       TA_GC_EVENTS,
-                      .callbacks = {.SampledObjectAlloc = on_sample,
-                                    .VMDeath = on_death,
-                                    .ObjectFree = on_free,
-                                    .ObjectPromote = on_promote,
+                      .callbacks = {.SampledObjectAlloc = on_sample, .VMDeath = on_death,
+                                    .ObjectFree = on_free, .ObjectPromote = on_promote,
                                     .GarbageCollectionFinish = on_gc_finish},
-                      .set_interval = TA_SET_INTERVAL,
-                      .interval = 0,
-                      .events = kEvents};
+                      .set_interval = TA_SET_INTERVAL, .interval = 0, .events = kEvents};
   return TestAgentSetUp(env, &s) == VMTI_ERROR_NONE ? 0 : 1;
 }
