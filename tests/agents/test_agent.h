@@ -17,8 +17,8 @@
  * SetEventNotificationMode(ENABLE, event, NULL) for each event in order.
  * An agent that needs a step of its own in between (a raw monitor before
  * its callbacks can run) calls TestAgentEnv, then TestAgentSetUp.
- * Tests of the set-up functions' own errors (badargs, envcycle) call them
- * directly.
+ * Tests of the set-up functions' own errors (badargs, otherstacks) call
+ * them directly.
  */
 #ifndef MINIVM_TESTS_AGENTS_TEST_AGENT_H_
 #define MINIVM_TESTS_AGENTS_TEST_AGENT_H_

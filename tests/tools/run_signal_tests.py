@@ -190,6 +190,22 @@ def pipe_full(fd):
     return int.from_bytes(avail, sys.byteorder) >= fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) - 512
 
 
+def sigterm_when_full(p, rfd, what):
+    """Waits until p has filled the pipe read by rfd (its `what`), sends it
+    SIGTERM, and returns its exit code."""
+    deadline = time.time() + HANG
+    while not pipe_full(rfd) and p.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    check(p.poll() is None and pipe_full(rfd), "the pipe never filled")
+    p.send_signal(signal.SIGTERM)
+    try:
+        return p.wait(timeout=HANG)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        raise AssertionError(f"SIGTERM with {what} blocked: minivm never ended")
+
+
 @test
 def sigterm_with_stdout_blocked():
     """stdout on a pipe nobody reads, full, a print blocked in it: SIGTERM
@@ -204,17 +220,7 @@ def sigterm_with_stdout_blocked():
                                  stdin=subprocess.DEVNULL, stdout=wfd, stderr=e, cwd=C.work,
                                  preexec_fn=default_signals)
         os.close(wfd)
-        deadline = time.time() + HANG
-        while not pipe_full(rfd) and p.poll() is None and time.time() < deadline:
-            time.sleep(0.01)
-        check(p.poll() is None and pipe_full(rfd), "the pipe never filled")
-        p.send_signal(signal.SIGTERM)
-        try:
-            got = p.wait(timeout=HANG)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-            raise AssertionError("SIGTERM with stdout blocked: minivm never ended")
+        got = sigterm_when_full(p, rfd, "stdout")
     finally:
         os.close(rfd)
     with open(err) as f:
@@ -239,17 +245,7 @@ def sigterm_with_stderr_blocked():
             p = subprocess.Popen([C.minivm, *SIGNAL_OPTS, FOREVER], stdin=subprocess.DEVNULL,
                                  stdout=o, stderr=wfd, cwd=C.work, preexec_fn=default_signals)
         os.close(wfd)
-        deadline = time.time() + HANG
-        while not pipe_full(rfd) and p.poll() is None and time.time() < deadline:
-            time.sleep(0.01)
-        check(p.poll() is None and pipe_full(rfd), "the pipe never filled")
-        p.send_signal(signal.SIGTERM)
-        try:
-            got = p.wait(timeout=HANG)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-            raise AssertionError("SIGTERM with stderr blocked: minivm never ended")
+        got = sigterm_when_full(p, rfd, "stderr")
     finally:
         os.close(rfd)
     check(got == 143, f"SIGTERM, stderr blocked: {describe(got)}, want 143")
