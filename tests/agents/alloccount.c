@@ -141,7 +141,7 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   for (char* t; (t = TestAgentNextOption(&o)) != NULL;) {
     if (!strncmp(t, "interval=", 9)) g_interval = (vmtiInt)atol(t + 9);
     else if (!strcmp(t, "gen=1")) g_gen = 1;
-    else if (!strncmp(t, "only=", 5) && g_nonly < 8) snprintf(g_only[g_nonly++], 32, "%s", t + 5);
+    else if (!strncmp(t, "only=", 5) && g_nonly < 8) snprintf(g_only[g_nonly++], 32, "%.31s", t + 5);
     else {
       fprintf(stderr, "alloccount: bad option %s\n", t);
       return 1;

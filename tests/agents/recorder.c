@@ -173,7 +173,7 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   vmtiInt interval = 0;
   TestAgentOptions o = {.rest = options};
   for (char* t; (t = TestAgentNextOption(&o)) != NULL;) {
-    if (!strncmp(t, "name=", 5)) snprintf(r->name, sizeof r->name, "%s", t + 5);
+    if (!strncmp(t, "name=", 5)) snprintf(r->name, sizeof r->name, "%.31s", t + 5);
     else if (!strncmp(t, "interval=", 9)) { interval = (vmtiInt)atol(t + 9); set_interval = 1; }
     else if (!strcmp(t, "digest=1")) r->digest = 1;
     else if (!strcmp(t, "quiet=1")) r->quiet = 1;

@@ -124,7 +124,7 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   TestAgentOptions o = {.rest = options};
   for (char* t; (t = TestAgentNextOption(&o)) != NULL;) {
     if (!strncmp(t, "interval=", 9)) g_interval = (vmtiInt)atol(t + 9);
-    else if (!strncmp(t, "only=", 5)) snprintf(g_only, sizeof g_only, "%s", t + 5);
+    else if (!strncmp(t, "only=", 5)) snprintf(g_only, sizeof g_only, "%.31s", t + 5);
   }
   static const vmtiEvent kEvents[] = {VMTI_EVENT_THREAD_START, VMTI_EVENT_VM_DEATH, 0};
   TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC,
