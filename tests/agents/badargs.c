@@ -629,8 +629,9 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   cb.GarbageCollectionFinish = on_gc_finish;
   EXPECT_OK((*env)->SetEventCallbacks(env, &cb, (vmtiInt)sizeof cb));
   EXPECT_OK((*env)->SetHeapSamplingInterval(env, 0));
-  static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH, VMTI_EVENT_THREAD_START,
-                                      VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_GARBAGE_COLLECTION_START,
+  static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH,
+                                      VMTI_EVENT_THREAD_START, VMTI_EVENT_SAMPLED_OBJECT_ALLOC,
+                                      VMTI_EVENT_GARBAGE_COLLECTION_START,
                                       VMTI_EVENT_GARBAGE_COLLECTION_FINISH};
   for (size_t i = 0; i < sizeof kEvents / sizeof kEvents[0]; i++)
     EXPECT_OK((*env)->SetEventNotificationMode(env, VMTI_ENABLE, kEvents[i], NULL));

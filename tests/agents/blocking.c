@@ -27,7 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "vmti/vmti.h"
+#include "test_agent.h"
 
 static int g_promote_mode;
 static int g_rounds = 3;
@@ -113,27 +113,11 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
     g_rounds = 1;
   }
   if (pipe(g_to_follower) != 0 || pipe(g_to_holder) != 0) return 1;
-  vmtiEnv* env = NULL;
-  if ((*vm)->GetEnv(vm, (void**)&env, VMTI_VERSION_1) != VMTI_ERROR_NONE) return 1;
-  vmtiCapabilities caps;
-  memset(&caps, 0, sizeof caps);
-  caps.can_generate_sampled_alloc_events = 1;
-  caps.can_tag_objects = 1;
-  caps.can_generate_object_free_events = 1;
-  caps.can_generate_object_promote_events = 1;
-  vmtiEventCallbacks cb;
-  memset(&cb, 0, sizeof cb);
-  cb.SampledObjectAlloc = on_sample;
-  cb.VMDeath = on_death;
-  cb.ObjectFree = on_free;
-  cb.ObjectPromote = on_promote;
-  if ((*env)->AddCapabilities(env, &caps) != VMTI_ERROR_NONE ||
-      (*env)->SetEventCallbacks(env, &cb, (vmtiInt)sizeof cb) != VMTI_ERROR_NONE ||
-      (*env)->SetHeapSamplingInterval(env, 0) != VMTI_ERROR_NONE)
-    return 1;
   static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_DEATH, VMTI_EVENT_SAMPLED_OBJECT_ALLOC,
-                                      VMTI_EVENT_OBJECT_FREE, VMTI_EVENT_OBJECT_PROMOTE};
-  for (size_t i = 0; i < sizeof kEvents / sizeof kEvents[0]; i++)
-    if ((*env)->SetEventNotificationMode(env, VMTI_ENABLE, kEvents[i], NULL) != VMTI_ERROR_NONE) return 1;
-  return 0;
+                                      VMTI_EVENT_OBJECT_FREE, VMTI_EVENT_OBJECT_PROMOTE, 0};
+  TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC | TA_TAG_OBJECTS | TA_OBJECT_FREE | TA_OBJECT_PROMOTE,
+                      .callbacks = {.SampledObjectAlloc = on_sample, .VMDeath = on_death,
+                                    .ObjectFree = on_free, .ObjectPromote = on_promote},
+                      .set_interval = TA_SET_INTERVAL, .interval = 0, .events = kEvents};
+  return TestAgentStart(vm, &s) ? 0 : 1;
 }

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "vmti/vmti.h"
+#include "test_agent.h"
 
 static char g_wait[4096];
 static int g_gc;
@@ -55,13 +55,8 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
       }
     }
   }
-  vmtiEnv* env = NULL;
-  if ((*vm)->GetEnv(vm, (void**)&env, VMTI_VERSION_1) != VMTI_ERROR_NONE) return 1;
-  vmtiEventCallbacks cb;
-  memset(&cb, 0, sizeof cb);
-  cb.VMDeath = on_death;
-  if ((*env)->SetEventCallbacks(env, &cb, (vmtiInt)sizeof cb) != VMTI_ERROR_NONE ||
-      (*env)->SetEventNotificationMode(env, VMTI_ENABLE, VMTI_EVENT_VM_DEATH, NULL) != VMTI_ERROR_NONE)
-    return 1;
-  return 0;
+  static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_DEATH, 0};
+  TestAgentSetup s = {.callbacks = {.VMDeath = on_death},
+                      .events = kEvents};
+  return TestAgentStart(vm, &s) ? 0 : 1;
 }

@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmti/vmti.h"
+#include "test_agent.h"
 
 enum { kLive = 30, kStopped = 30, kMaxProfiles = 8 };
 enum { P_SAMPLING = 1, P_STOPPED = 2, P_DISPOSING = 3, P_DISPOSED = 4 };
@@ -230,21 +230,10 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   (void)reserved;
   if (options && !strncmp(options, "cycles=", 7)) g_cycles = atoll(options + 7);
   g_vm = vm;
-  if ((*vm)->GetEnv(vm, (void**)&g_control, VMTI_VERSION_1) != VMTI_ERROR_NONE) return 1;
-  vmtiCapabilities caps;
-  memset(&caps, 0, sizeof caps);
-  caps.can_generate_sampled_alloc_events = 1;
-  caps.can_tag_objects = 1;
-  vmtiEventCallbacks cb;
-  memset(&cb, 0, sizeof cb);
-  cb.SampledObjectAlloc = control_sample;
-  cb.VMDeath = on_death;
-  if ((*g_control)->AddCapabilities(g_control, &caps) != VMTI_ERROR_NONE ||
-      (*g_control)->SetEventCallbacks(g_control, &cb, (vmtiInt)sizeof cb) != VMTI_ERROR_NONE ||
-      (*g_control)->SetHeapSamplingInterval(g_control, 0) != VMTI_ERROR_NONE ||
-      (*g_control)->SetEventNotificationMode(g_control, VMTI_ENABLE, VMTI_EVENT_VM_DEATH, NULL) != VMTI_ERROR_NONE ||
-      (*g_control)->SetEventNotificationMode(g_control, VMTI_ENABLE, VMTI_EVENT_SAMPLED_OBJECT_ALLOC, NULL) !=
-          VMTI_ERROR_NONE)
-    return 1;
-  return 0;
+  static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_DEATH, VMTI_EVENT_SAMPLED_OBJECT_ALLOC, 0};
+  TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC | TA_TAG_OBJECTS,
+                      .callbacks = {.SampledObjectAlloc = control_sample, .VMDeath = on_death},
+                      .set_interval = TA_SET_INTERVAL, .interval = 0, .events = kEvents};
+  g_control = TestAgentStart(vm, &s);
+  return g_control ? 0 : 1;
 }

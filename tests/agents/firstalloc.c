@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmti/vmti.h"
+#include "test_agent.h"
 
 static long long g_n = 200, g_size = 24, g_seed = -1;
 static vmtiInt g_interval = 1 << 20;
@@ -70,32 +70,16 @@ static void on_death(vmtiEnv* env) {
 
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   (void)reserved;
-  if (options) {
-    char* copy = strdup(options);
-    char* save = NULL;
-    for (char* t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-      if (!strncmp(t, "n=", 2)) g_n = atoll(t + 2);
-      else if (!strncmp(t, "size=", 5)) g_size = atoll(t + 5);
-      else if (!strncmp(t, "interval=", 9)) g_interval = (vmtiInt)atol(t + 9);
-      else if (!strncmp(t, "seed=", 5)) g_seed = atoll(t + 5);
-    }
-    free(copy);
+  TestAgentOptions o = {.rest = options};
+  for (char* t; (t = TestAgentNextOption(&o)) != NULL;) {
+    if (!strncmp(t, "n=", 2)) g_n = atoll(t + 2);
+    else if (!strncmp(t, "size=", 5)) g_size = atoll(t + 5);
+    else if (!strncmp(t, "interval=", 9)) g_interval = (vmtiInt)atol(t + 9);
+    else if (!strncmp(t, "seed=", 5)) g_seed = atoll(t + 5);
   }
-  vmtiEnv* env = NULL;
-  if ((*vm)->GetEnv(vm, (void**)&env, VMTI_VERSION_1) != VMTI_ERROR_NONE) return 1;
-  vmtiCapabilities caps;
-  memset(&caps, 0, sizeof caps);
-  caps.can_generate_sampled_alloc_events = 1;
-  vmtiEventCallbacks cb;
-  memset(&cb, 0, sizeof cb);
-  cb.SampledObjectAlloc = on_sample;
-  cb.VMDeath = on_death;
-  if ((*env)->AddCapabilities(env, &caps) != VMTI_ERROR_NONE ||
-      (*env)->SetEventCallbacks(env, &cb, (vmtiInt)sizeof cb) != VMTI_ERROR_NONE ||
-      (*env)->SetHeapSamplingInterval(env, g_interval) != VMTI_ERROR_NONE ||
-      (*env)->SetEventNotificationMode(env, VMTI_ENABLE, VMTI_EVENT_SAMPLED_OBJECT_ALLOC, NULL) !=
-          VMTI_ERROR_NONE ||
-      (*env)->SetEventNotificationMode(env, VMTI_ENABLE, VMTI_EVENT_VM_DEATH, NULL) != VMTI_ERROR_NONE)
-    return 1;
-  return 0;
+  static const vmtiEvent kEvents[] = {VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_VM_DEATH, 0};
+  TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC,
+                      .callbacks = {.SampledObjectAlloc = on_sample, .VMDeath = on_death},
+                      .set_interval = TA_SET_INTERVAL, .interval = g_interval, .events = kEvents};
+  return TestAgentStart(vm, &s) ? 0 : 1;
 }

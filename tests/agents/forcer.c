@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmti/vmti.h"
+#include "test_agent.h"
 
 enum { kMax = 1 << 21, S_FREED = 1 };
 
@@ -183,30 +183,15 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   if (options && strstr(options, "block_at_end")) g_block_at_end = 1;
   g_entries = (Entry*)calloc(kMax, sizeof(Entry));
   if (!g_entries) return 1;
-  vmtiEnv* env = NULL;
-  if ((*vm)->GetEnv(vm, (void**)&env, VMTI_VERSION_1) != VMTI_ERROR_NONE) return 1;
-  vmtiCapabilities caps;
-  memset(&caps, 0, sizeof caps);
-  caps.can_generate_sampled_alloc_events = 1;
-  caps.can_tag_objects = 1;
-  caps.can_generate_object_free_events = 1;
-  caps.can_generate_garbage_collection_events = 1;
-  vmtiEventCallbacks cb;
-  memset(&cb, 0, sizeof cb);
-  cb.VMInit = on_init;
-  cb.SampledObjectAlloc = on_sample;
-  cb.VMDeath = on_death;
-  cb.ObjectFree = on_free;
-  cb.GarbageCollectionFinish = on_gc_finish;
-  cb.ThreadStart = on_thread_start;
-  if ((*env)->AddCapabilities(env, &caps) != VMTI_ERROR_NONE ||
-      (*env)->SetEventCallbacks(env, &cb, (vmtiInt)sizeof cb) != VMTI_ERROR_NONE ||
-      (*env)->SetHeapSamplingInterval(env, g_interval) != VMTI_ERROR_NONE)
-    return 1;
   static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH,
                                       VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_OBJECT_FREE,
-                                      VMTI_EVENT_GARBAGE_COLLECTION_FINISH, VMTI_EVENT_THREAD_START};
-  for (size_t i = 0; i < sizeof kEvents / sizeof kEvents[0]; i++)
-    if ((*env)->SetEventNotificationMode(env, VMTI_ENABLE, kEvents[i], NULL) != VMTI_ERROR_NONE) return 1;
-  return 0;
+                                      VMTI_EVENT_GARBAGE_COLLECTION_FINISH, VMTI_EVENT_THREAD_START,
+                                      0};
+  TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC | TA_TAG_OBJECTS | TA_OBJECT_FREE | TA_GC_EVENTS,
+                      .callbacks = {.VMInit = on_init, .SampledObjectAlloc = on_sample,
+                                    .VMDeath = on_death, .ObjectFree = on_free,
+                                    .GarbageCollectionFinish = on_gc_finish,
+                                    .ThreadStart = on_thread_start},
+                      .set_interval = TA_SET_INTERVAL, .interval = g_interval, .events = kEvents};
+  return TestAgentStart(vm, &s) ? 0 : 1;
 }

@@ -37,7 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmti/vmti.h"
+#include "test_agent.h"
 
 #define MAX_SITES 256
 #define MAX_FAILURES 8
@@ -341,34 +341,21 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   (void)reserved;
   if (parse_options(options) != 0) return 1;
   /* JVMTI: vm->GetEnv((void**)&jvmti, JVMTI_VERSION_11). */
-  if ((*vm)->GetEnv(vm, (void**)&g_env, VMTI_VERSION_1) != VMTI_ERROR_NONE) return 1;
-  vmtiEnv* env = g_env;
-  vmtiCapabilities caps;
-  memset(&caps, 0, sizeof caps);
-  caps.can_generate_sampled_alloc_events = 1;
-  caps.can_generate_garbage_collection_events = 1;
-  vmtiEventCallbacks cb;
-  memset(&cb, 0, sizeof cb);
-  cb.VMInit = vm_init;
-  cb.VMDeath = vm_death;
-  cb.SampledObjectAlloc = sampled_object_alloc;
-  cb.GarbageCollectionFinish = gc_finish;
-  const vmtiEvent events[] = {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH,
-                              VMTI_EVENT_SAMPLED_OBJECT_ALLOC,
-                              VMTI_EVENT_GARBAGE_COLLECTION_FINISH};
-  if ((*env)->AddCapabilities(env, &caps) != VMTI_ERROR_NONE ||
-      (*env)->CreateRawMonitor(env, "heapsampler table", &g_table) != VMTI_ERROR_NONE ||
-      (*env)->CreateRawMonitor(env, "heapsampler sweeper", &g_sweeper) != VMTI_ERROR_NONE ||
-      (*env)->SetEventCallbacks(env, &cb, (vmtiInt)sizeof cb) != VMTI_ERROR_NONE ||
-      (*env)->SetHeapSamplingInterval(env, g_interval) != VMTI_ERROR_NONE) {
+  static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH,
+                                      VMTI_EVENT_SAMPLED_OBJECT_ALLOC,
+                                      VMTI_EVENT_GARBAGE_COLLECTION_FINISH, 0};
+  TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC | TA_GC_EVENTS,
+                      .callbacks = {.VMInit = vm_init, .VMDeath = vm_death,
+                                    .SampledObjectAlloc = sampled_object_alloc,
+                                    .GarbageCollectionFinish = gc_finish},
+                      .set_interval = TA_SET_INTERVAL, .interval = g_interval, .events = kEvents};
+  /* The monitors exist before any callback can run. */
+  g_env = TestAgentEnv(vm);
+  if (!g_env || (*g_env)->CreateRawMonitor(g_env, "heapsampler table", &g_table) != VMTI_ERROR_NONE ||
+      (*g_env)->CreateRawMonitor(g_env, "heapsampler sweeper", &g_sweeper) != VMTI_ERROR_NONE ||
+      TestAgentSetUp(g_env, &s) != VMTI_ERROR_NONE) {
     fprintf(stderr, "heapsampler: cannot set up the environment\n");
     return 1;
-  }
-  for (size_t i = 0; i < sizeof events / sizeof events[0]; ++i) {
-    if ((*env)->SetEventNotificationMode(env, VMTI_ENABLE, events[i], NULL) != VMTI_ERROR_NONE) {
-      fprintf(stderr, "heapsampler: cannot enable event %d\n", (int)events[i]);
-      return 1;
-    }
   }
   return 0;
 }

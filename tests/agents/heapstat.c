@@ -50,7 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmti/vmti.h"
+#include "test_agent.h"
 
 #define MAX_ITEMS 64
 #define MAX_TS 16
@@ -593,22 +593,13 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
     fprintf(stderr, "heapstat: bad options '%s'\n", options ? options : "");
     return 1;
   }
-  if ((*vm)->GetEnv(vm, (void**)&g_env, VMTI_VERSION_1) != VMTI_ERROR_NONE) return 1;
-  vmtiCapabilities caps;
-  memset(&caps, 0, sizeof caps);
-  caps.can_generate_sampled_alloc_events = 1;
-  if ((*g_env)->AddCapabilities(g_env, &caps) != VMTI_ERROR_NONE) return 1;
-  vmtiEventCallbacks cb;
-  memset(&cb, 0, sizeof cb);
-  cb.SampledObjectAlloc = on_SampledObjectAlloc;
-  cb.ThreadStart = on_ThreadStart;
-  cb.VMDeath = on_VMDeath;
-  if ((*g_env)->SetEventCallbacks(g_env, &cb, (vmtiInt)sizeof cb) != VMTI_ERROR_NONE) return 1;
-  if (g_interval_set && (*g_env)->SetHeapSamplingInterval(g_env, g_interval) != VMTI_ERROR_NONE) return 1;
-  if ((*g_env)->SetEventNotificationMode(g_env, VMTI_ENABLE, VMTI_EVENT_SAMPLED_OBJECT_ALLOC, NULL) !=
-          VMTI_ERROR_NONE ||
-      (*g_env)->SetEventNotificationMode(g_env, VMTI_ENABLE, VMTI_EVENT_THREAD_START, NULL) != VMTI_ERROR_NONE ||
-      (*g_env)->SetEventNotificationMode(g_env, VMTI_ENABLE, VMTI_EVENT_VM_DEATH, NULL) != VMTI_ERROR_NONE)
-    return 1;
-  return 0;
+  static const vmtiEvent kEvents[] = {VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_THREAD_START,
+                                      VMTI_EVENT_VM_DEATH, 0};
+  TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC,
+                      .callbacks = {.SampledObjectAlloc = on_SampledObjectAlloc,
+                                    .ThreadStart = on_ThreadStart, .VMDeath = on_VMDeath},
+                      .set_interval = g_interval_set ? TA_SET_INTERVAL : TA_KEEP_INTERVAL,
+                      .interval = g_interval, .events = kEvents};
+  g_env = TestAgentStart(vm, &s);
+  return g_env ? 0 : 1;
 }

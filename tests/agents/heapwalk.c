@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmti/vmti.h"
+#include "test_agent.h"
 
 #define MAX_LINES 256
 #define LINE_LEN 256
@@ -447,12 +447,11 @@ static void on_death(vmtiEnv* env) {
 
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   (void)options, (void)reserved;
-  if ((*vm)->GetEnv(vm, (void**)&g_env, VMTI_VERSION_1) != VMTI_ERROR_NONE) return 1;
-  if ((*vm)->GetEnv(vm, (void**)&g_plain_env, VMTI_VERSION_1) != VMTI_ERROR_NONE) return 1;
+  g_env = TestAgentEnv(vm);
+  g_plain_env = g_env ? TestAgentEnv(vm) : NULL;
+  if (!g_plain_env) return 1;
   vmtiCapabilities caps;
-  memset(&caps, 0, sizeof caps);
-  caps.can_generate_sampled_alloc_events = 1;
-  caps.can_tag_objects = 1;
+  TestAgentCapabilities(TA_SAMPLED_ALLOC | TA_TAG_OBJECTS, &caps);
   if ((*g_env)->AddCapabilities(g_env, &caps) != VMTI_ERROR_NONE) return 1;
   /* Not in ONLOAD. */
   vmtiHeapCallbacks cbs;
@@ -461,19 +460,10 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   if ((*g_env)->FollowReferences(g_env, 0, NULL, NULL, &cbs, NULL) != VMTI_ERROR_WRONG_PHASE) {
     return 1;
   }
-  if ((*g_env)->SetHeapSamplingInterval(g_env, 0) != VMTI_ERROR_NONE) return 1;
-  vmtiEventCallbacks cb;
-  memset(&cb, 0, sizeof cb);
-  cb.SampledObjectAlloc = &on_sample;
-  cb.VMDeath = &on_death;
-  if ((*g_env)->SetEventCallbacks(g_env, &cb, (vmtiInt)sizeof cb) != VMTI_ERROR_NONE) return 1;
-  if ((*g_env)->SetEventNotificationMode(g_env, VMTI_ENABLE, VMTI_EVENT_SAMPLED_OBJECT_ALLOC,
-                                         NULL) != VMTI_ERROR_NONE ||
-      (*g_env)->SetEventNotificationMode(g_env, VMTI_ENABLE, VMTI_EVENT_VM_DEATH, NULL) !=
-          VMTI_ERROR_NONE) {
-    return 1;
-  }
-  return 0;
+  static const vmtiEvent kEvents[] = {VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_VM_DEATH, 0};
+  TestAgentSetup s = {.callbacks = {.SampledObjectAlloc = &on_sample, .VMDeath = &on_death},
+                      .set_interval = TA_SET_INTERVAL, .interval = 0, .events = kEvents};
+  return TestAgentSetUp(g_env, &s) == VMTI_ERROR_NONE ? 0 : 1;
 }
 
 VMTI_EXPORT void Agent_OnUnload(vmtiVM* vm) {

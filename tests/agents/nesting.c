@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmti/vmti.h"
+#include "test_agent.h"
 
 static long long g_every = 50;
 static int g_check_free = 1;  /* off with several threads: another one may free our garbage */
@@ -96,30 +96,13 @@ static void on_death(vmtiEnv* env) {
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   (void)reserved;
   if (options && strstr(options, "threads")) g_check_free = 0;
-  vmtiEnv* env = NULL;
-  if ((*vm)->GetEnv(vm, (void**)&env, VMTI_VERSION_1) != VMTI_ERROR_NONE) return 1;
-  vmtiCapabilities caps;
-  memset(&caps, 0, sizeof caps);
-  caps.can_generate_sampled_alloc_events = 1;
-  caps.can_tag_objects = 1;
-  caps.can_generate_object_free_events = 1;
-  caps.can_generate_object_promote_events = 1;
-  vmtiEventCallbacks cb;
-  memset(&cb, 0, sizeof cb);
-  cb.SampledObjectAlloc = on_sample;
-  cb.VMDeath = on_death;
-  cb.ObjectFree = on_free;
-  cb.ObjectPromote = on_promote;
-  cb.ThreadStart = on_thread;
-  cb.ThreadEnd = on_thread;
-  if ((*env)->AddCapabilities(env, &caps) != VMTI_ERROR_NONE ||
-      (*env)->SetEventCallbacks(env, &cb, (vmtiInt)sizeof cb) != VMTI_ERROR_NONE ||
-      (*env)->SetHeapSamplingInterval(env, 0) != VMTI_ERROR_NONE)
-    return 1;
-  static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_DEATH,       VMTI_EVENT_SAMPLED_OBJECT_ALLOC,
-                                      VMTI_EVENT_OBJECT_FREE,    VMTI_EVENT_OBJECT_PROMOTE,
-                                      VMTI_EVENT_THREAD_START,   VMTI_EVENT_THREAD_END};
-  for (size_t i = 0; i < sizeof kEvents / sizeof kEvents[0]; i++)
-    if ((*env)->SetEventNotificationMode(env, VMTI_ENABLE, kEvents[i], NULL) != VMTI_ERROR_NONE) return 1;
-  return 0;
+  static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_DEATH, VMTI_EVENT_SAMPLED_OBJECT_ALLOC,
+                                      VMTI_EVENT_OBJECT_FREE, VMTI_EVENT_OBJECT_PROMOTE,
+                                      VMTI_EVENT_THREAD_START, VMTI_EVENT_THREAD_END, 0};
+  TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC | TA_TAG_OBJECTS | TA_OBJECT_FREE | TA_OBJECT_PROMOTE,
+                      .callbacks = {.SampledObjectAlloc = on_sample, .VMDeath = on_death,
+                                    .ObjectFree = on_free, .ObjectPromote = on_promote,
+                                    .ThreadStart = on_thread, .ThreadEnd = on_thread},
+                      .set_interval = TA_SET_INTERVAL, .interval = 0, .events = kEvents};
+  return TestAgentStart(vm, &s) ? 0 : 1;
 }

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmti/vmti.h"
+#include "test_agent.h"
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_phase;
@@ -38,20 +38,12 @@ static void fail(const char* what, int e) {
   g_failures++;
 }
 
-static int is_item(vmtiEnv* env, vmtiClass k) {
-  char* sig = NULL;
-  if ((*env)->GetClassSignature(env, k, &sig, NULL) != VMTI_ERROR_NONE || !sig) return 0;
-  int r = !strcmp(sig, "Item");
-  (*env)->Deallocate(env, (unsigned char*)sig);
-  return r;
-}
-
 static void on_sample(vmtiEnv* env, vmtiThread thread, vmtiObject object, vmtiClass klass,
                       vmtiLong size) {
   (void)thread;
   (void)object;
   (void)size;
-  if (!is_item(env, klass)) return;
+  if (!TestAgentClassIs(env, klass, "Item")) return;
   pthread_mutex_lock(&g_lock);
   long long c = ++g_counts[g_phase];
   if ((g_phase == 0 && c == 100) || (g_phase == 2 && c == 50)) {
@@ -92,23 +84,11 @@ static void on_death(vmtiEnv* env) {
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   (void)reserved;
   if (options && !strncmp(options, "interval=", 9)) g_interval = (vmtiInt)atol(options + 9);
-  vmtiEnv* env = NULL;
-  if ((*vm)->GetEnv(vm, (void**)&env, VMTI_VERSION_1) != VMTI_ERROR_NONE) return 1;
-  vmtiCapabilities caps;
-  memset(&caps, 0, sizeof caps);
-  caps.can_generate_sampled_alloc_events = 1;
-  vmtiEventCallbacks cb;
-  memset(&cb, 0, sizeof cb);
-  cb.SampledObjectAlloc = on_sample;
-  cb.ThreadStart = on_thread_start;
-  cb.VMDeath = on_death;
-  if ((*env)->AddCapabilities(env, &caps) != VMTI_ERROR_NONE ||
-      (*env)->SetEventCallbacks(env, &cb, (vmtiInt)sizeof cb) != VMTI_ERROR_NONE ||
-      (*env)->SetHeapSamplingInterval(env, g_interval) != VMTI_ERROR_NONE ||
-      (*env)->SetEventNotificationMode(env, VMTI_ENABLE, VMTI_EVENT_SAMPLED_OBJECT_ALLOC, NULL) !=
-          VMTI_ERROR_NONE ||
-      (*env)->SetEventNotificationMode(env, VMTI_ENABLE, VMTI_EVENT_THREAD_START, NULL) != VMTI_ERROR_NONE ||
-      (*env)->SetEventNotificationMode(env, VMTI_ENABLE, VMTI_EVENT_VM_DEATH, NULL) != VMTI_ERROR_NONE)
-    return 1;
-  return 0;
+  static const vmtiEvent kEvents[] = {VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_THREAD_START,
+                                      VMTI_EVENT_VM_DEATH, 0};
+  TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC,
+                      .callbacks = {.SampledObjectAlloc = on_sample, .ThreadStart = on_thread_start,
+                                    .VMDeath = on_death},
+                      .set_interval = TA_SET_INTERVAL, .interval = g_interval, .events = kEvents};
+  return TestAgentStart(vm, &s) ? 0 : 1;
 }

@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmti/vmti.h"
+#include "test_agent.h"
 
 #define MAX_THREADS 64
 #define MAX_TAGS (1 << 20)
@@ -215,46 +215,26 @@ VMTI_EXPORT void Agent_OnUnload(vmtiVM* vm) {
 
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   (void)reserved;
-  if (options) {
-    char* copy = strdup(options);
-    char* save = NULL;
-    for (char* t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-      if (!strncmp(t, "interval=", 9)) g_interval = (vmtiInt)atol(t + 9);
-      else if (!strcmp(t, "daemon=1")) g_daemon = 1;
-    }
-    free(copy);
+  TestAgentOptions o = {.rest = options};
+  for (char* t; (t = TestAgentNextOption(&o)) != NULL;) {
+    if (!strncmp(t, "interval=", 9)) g_interval = (vmtiInt)atol(t + 9);
+    else if (!strcmp(t, "daemon=1")) g_daemon = 1;
   }
   g_tag_state = (unsigned char*)calloc(MAX_TAGS, 1);
   if (!g_tag_state) return 1;
-  vmtiEnv* env = NULL;
-  if ((*vm)->GetEnv(vm, (void**)&env, VMTI_VERSION_1) != VMTI_ERROR_NONE) return 1;
-  vmtiCapabilities caps;
-  memset(&caps, 0, sizeof caps);
-  caps.can_generate_sampled_alloc_events = 1;
-  caps.can_tag_objects = 1;
-  caps.can_generate_object_free_events = 1;
-  caps.can_generate_object_promote_events = 1;
-  caps.can_generate_garbage_collection_events = 1;
-  vmtiEventCallbacks cb;
-  memset(&cb, 0, sizeof cb);
-  cb.VMInit = on_init;
-  cb.VMDeath = on_death;
-  cb.ThreadStart = on_thread_start;
-  cb.ThreadEnd = on_thread_end;
-  cb.SampledObjectAlloc = on_sample;
-  cb.GarbageCollectionStart = on_gc_start;
-  cb.GarbageCollectionFinish = on_gc_finish;
-  cb.ObjectFree = on_free;
-  cb.ObjectPromote = on_promote;
-  if ((*env)->AddCapabilities(env, &caps) != VMTI_ERROR_NONE ||
-      (*env)->SetEventCallbacks(env, &cb, (vmtiInt)sizeof cb) != VMTI_ERROR_NONE ||
-      (*env)->SetHeapSamplingInterval(env, g_interval) != VMTI_ERROR_NONE)
-    return 1;
-  static const vmtiEvent kEvents[] = {
-      VMTI_EVENT_VM_INIT,        VMTI_EVENT_VM_DEATH,          VMTI_EVENT_THREAD_START,
-      VMTI_EVENT_THREAD_END,     VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_GARBAGE_COLLECTION_START,
-      VMTI_EVENT_GARBAGE_COLLECTION_FINISH, VMTI_EVENT_OBJECT_FREE, VMTI_EVENT_OBJECT_PROMOTE};
-  for (size_t i = 0; i < sizeof kEvents / sizeof kEvents[0]; i++)
-    if ((*env)->SetEventNotificationMode(env, VMTI_ENABLE, kEvents[i], NULL) != VMTI_ERROR_NONE) return 1;
-  return 0;
+  static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH,
+                                      VMTI_EVENT_THREAD_START, VMTI_EVENT_THREAD_END,
+                                      VMTI_EVENT_SAMPLED_OBJECT_ALLOC,
+                                      VMTI_EVENT_GARBAGE_COLLECTION_START,
+                                      VMTI_EVENT_GARBAGE_COLLECTION_FINISH, VMTI_EVENT_OBJECT_FREE,
+                                      VMTI_EVENT_OBJECT_PROMOTE, 0};
+  TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC | TA_TAG_OBJECTS | TA_OBJECT_FREE | TA_OBJECT_PROMOTE | TA_GC_EVENTS,
+                      .callbacks = {.VMInit = on_init, .VMDeath = on_death,
+                                    .ThreadStart = on_thread_start, .ThreadEnd = on_thread_end,
+                                    .SampledObjectAlloc = on_sample,
+                                    .GarbageCollectionStart = on_gc_start,
+                                    .GarbageCollectionFinish = on_gc_finish, .ObjectFree = on_free,
+                                    .ObjectPromote = on_promote},
+                      .set_interval = TA_SET_INTERVAL, .interval = g_interval, .events = kEvents};
+  return TestAgentStart(vm, &s) ? 0 : 1;
 }

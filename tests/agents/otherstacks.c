@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmti/vmti.h"
+#include "test_agent.h"
 
 #define MAX_THREADS 8
 #define OUT_LEN 2048
@@ -204,31 +204,21 @@ static void on_vm_death(vmtiEnv* env) {
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   (void)options;
   (void)reserved;
-  vmtiEnv* env = NULL;
-  if ((*vm)->GetEnv(vm, (void**)&env, VMTI_VERSION_1) != VMTI_ERROR_NONE) return 1;
-  vmtiCapabilities caps;
-  memset(&caps, 0, sizeof caps);
+  vmtiEnv* env = TestAgentEnv(vm);
+  if (!env) return 1;
   /* SetHeapSamplingRate needs the capability, as SetHeapSamplingInterval does. */
   if ((*env)->SetHeapSamplingRate(env, 0) != VMTI_ERROR_MUST_POSSESS_CAPABILITY) return 1;
-  caps.can_generate_sampled_alloc_events = 1;
+  vmtiCapabilities caps;
+  TestAgentCapabilities(TA_SAMPLED_ALLOC, &caps);
   if ((*env)->AddCapabilities(env, &caps) != VMTI_ERROR_NONE) return 1;
   if ((*env)->SetHeapSamplingRate(env, -1) != VMTI_ERROR_ILLEGAL_ARGUMENT) return 1;
   if ((*env)->SetHeapSamplingRate(env, 0) != VMTI_ERROR_NONE) return 1;
   vmtiInt interval = -1;
   if ((*env)->GetHeapSamplingInterval(env, &interval) != VMTI_ERROR_NONE || interval != 0) return 1;
-  vmtiEventCallbacks cb;
-  memset(&cb, 0, sizeof cb);
-  cb.VMInit = &on_vm_init;
-  cb.ThreadStart = &on_thread_start;
-  cb.SampledObjectAlloc = &on_sample;
-  cb.VMDeath = &on_vm_death;
-  if ((*env)->SetEventCallbacks(env, &cb, (vmtiInt)sizeof cb) != VMTI_ERROR_NONE) return 1;
-  vmtiEvent events[] = {VMTI_EVENT_VM_INIT, VMTI_EVENT_THREAD_START,
-                        VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_VM_DEATH};
-  for (size_t i = 0; i < sizeof events / sizeof events[0]; i++) {
-    if ((*env)->SetEventNotificationMode(env, VMTI_ENABLE, events[i], NULL) != VMTI_ERROR_NONE) {
-      return 1;
-    }
-  }
-  return 0;
+  static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_INIT, VMTI_EVENT_THREAD_START,
+                                      VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_VM_DEATH, 0};
+  TestAgentSetup s = {.callbacks = {.VMInit = &on_vm_init, .ThreadStart = &on_thread_start,
+                                    .SampledObjectAlloc = &on_sample, .VMDeath = &on_vm_death},
+                      .events = kEvents};
+  return TestAgentSetUp(env, &s) == VMTI_ERROR_NONE ? 0 : 1;
 }

@@ -33,7 +33,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "vmti/vmti.h"
+#include "test_agent.h"
 
 static vmtiEnv* g_env;
 static pthread_mutex_t g_fail_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -449,26 +449,14 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   CHECK_ERR((*env)->RunAgentThread(env, "early", worker_proc, NULL, NULL), VMTI_ERROR_WRONG_PHASE);
   check_error_names(env);
 
-  vmtiCapabilities caps;
-  memset(&caps, 0, sizeof caps);
-  caps.can_generate_garbage_collection_events = 1;
-  if ((*env)->AddCapabilities(env, &caps) != VMTI_ERROR_NONE) return 1;
-  vmtiEventCallbacks cb;
-  memset(&cb, 0, sizeof cb);
-  cb.VMInit = on_vm_init;
-  cb.VMDeath = on_vm_death;
-  cb.ThreadStart = on_thread_start;
-  cb.ThreadEnd = on_thread_end;
-  cb.GarbageCollectionStart = on_gc;
-  cb.GarbageCollectionFinish = on_gc;
-  if ((*env)->SetEventCallbacks(env, &cb, (vmtiInt)sizeof cb) != VMTI_ERROR_NONE) return 1;
-  const vmtiEvent events[] = {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH, VMTI_EVENT_THREAD_START,
-                              VMTI_EVENT_GARBAGE_COLLECTION_START,
-                              VMTI_EVENT_GARBAGE_COLLECTION_FINISH};
-  for (size_t i = 0; i < sizeof events / sizeof events[0]; ++i) {
-    if ((*env)->SetEventNotificationMode(env, VMTI_ENABLE, events[i], NULL) != VMTI_ERROR_NONE) {
-      return 1;
-    }
-  }
-  return 0;
+  static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH,
+                                      VMTI_EVENT_THREAD_START, VMTI_EVENT_GARBAGE_COLLECTION_START,
+                                      VMTI_EVENT_GARBAGE_COLLECTION_FINISH, 0};
+  TestAgentSetup s = {.capabilities = TA_GC_EVENTS,
+                      .callbacks = {.VMInit = on_vm_init, .VMDeath = on_vm_death,
+                                    .ThreadStart = on_thread_start, .ThreadEnd = on_thread_end,
+                                    .GarbageCollectionStart = on_gc,
+                                    .GarbageCollectionFinish = on_gc},
+                      .events = kEvents};
+  return TestAgentSetUp(env, &s) == VMTI_ERROR_NONE ? 0 : 1;
 }

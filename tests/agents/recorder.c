@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmti/vmti.h"
+#include "test_agent.h"
 
 #define MAX_ENVS 8
 #define MAX_THREADS 64
@@ -171,42 +171,25 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   for (int i = 0; i < MAX_THREADS; i++) r->hash[i] = 1469598103934665603ULL;
   int set_interval = 0;
   vmtiInt interval = 0;
-  if (options) {
-    char* copy = strdup(options);
-    char* save = NULL;
-    for (char* t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-      if (!strncmp(t, "name=", 5)) snprintf(r->name, sizeof r->name, "%s", t + 5);
-      else if (!strncmp(t, "interval=", 9)) { interval = (vmtiInt)atol(t + 9); set_interval = 1; }
-      else if (!strcmp(t, "digest=1")) r->digest = 1;
-      else if (!strcmp(t, "quiet=1")) r->quiet = 1;
-    }
-    free(copy);
+  TestAgentOptions o = {.rest = options};
+  for (char* t; (t = TestAgentNextOption(&o)) != NULL;) {
+    if (!strncmp(t, "name=", 5)) snprintf(r->name, sizeof r->name, "%.31s", t + 5);
+    else if (!strncmp(t, "interval=", 9)) { interval = (vmtiInt)atol(t + 9); set_interval = 1; }
+    else if (!strcmp(t, "digest=1")) r->digest = 1;
+    else if (!strcmp(t, "quiet=1")) r->quiet = 1;
   }
-  vmtiEnv* env = NULL;
-  if ((*vm)->GetEnv(vm, (void**)&env, VMTI_VERSION_1) != VMTI_ERROR_NONE) return 1;
+  vmtiEnv* env = TestAgentEnv(vm);
+  if (!env || (*env)->SetEnvironmentLocalStorage(env, r) != VMTI_ERROR_NONE) return 1;
   r->env = env;
-  vmtiCapabilities caps;
-  memset(&caps, 0, sizeof caps);
-  caps.can_generate_sampled_alloc_events = 1;
-  caps.can_tag_objects = 1;
-  caps.can_generate_object_free_events = 1;
-  caps.can_generate_object_promote_events = 1;
-  caps.can_generate_garbage_collection_events = 1;
-  vmtiEventCallbacks cb;
-  memset(&cb, 0, sizeof cb);
-  cb.SampledObjectAlloc = on_sample;
-  cb.VMDeath = on_death;
-  cb.ObjectFree = on_free;
-  cb.ObjectPromote = on_promote;
-  if ((*env)->SetEnvironmentLocalStorage(env, r) != VMTI_ERROR_NONE ||
-      (*env)->AddCapabilities(env, &caps) != VMTI_ERROR_NONE ||
-      (*env)->SetEventCallbacks(env, &cb, (vmtiInt)sizeof cb) != VMTI_ERROR_NONE)
-    return 1;
-  if (set_interval && (*env)->SetHeapSamplingInterval(env, interval) != VMTI_ERROR_NONE) return 1;
-  static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_DEATH, VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_OBJECT_FREE,
-                                      VMTI_EVENT_OBJECT_PROMOTE, VMTI_EVENT_GARBAGE_COLLECTION_START,
-                                      VMTI_EVENT_GARBAGE_COLLECTION_FINISH};
-  for (size_t i = 0; i < sizeof kEvents / sizeof kEvents[0]; i++)
-    if ((*env)->SetEventNotificationMode(env, VMTI_ENABLE, kEvents[i], NULL) != VMTI_ERROR_NONE) return 1;
-  return 0;
+  static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_DEATH, VMTI_EVENT_SAMPLED_OBJECT_ALLOC,
+                                      VMTI_EVENT_OBJECT_FREE, VMTI_EVENT_OBJECT_PROMOTE,
+                                      VMTI_EVENT_GARBAGE_COLLECTION_START,
+                                      VMTI_EVENT_GARBAGE_COLLECTION_FINISH, 0};
+  TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC | TA_TAG_OBJECTS | TA_OBJECT_FREE | TA_OBJECT_PROMOTE |
+                                      TA_GC_EVENTS,
+                      .callbacks = {.SampledObjectAlloc = on_sample, .VMDeath = on_death,
+                                    .ObjectFree = on_free, .ObjectPromote = on_promote},
+                      .set_interval = set_interval ? TA_SET_INTERVAL : TA_KEEP_INTERVAL,
+                      .interval = interval, .events = kEvents};
+  return TestAgentSetUp(env, &s) == VMTI_ERROR_NONE ? 0 : 1;
 }

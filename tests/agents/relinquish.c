@@ -24,7 +24,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "vmti/vmti.h"
+#include "test_agent.h"
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static vmtiEnv* g_keeper;
@@ -50,14 +50,6 @@ static void late(const char* what) {
   g_quitter_late++;
 }
 
-static int is_item(vmtiEnv* env, vmtiClass k) {
-  char* sig = NULL;
-  if ((*env)->GetClassSignature(env, k, &sig, NULL) != VMTI_ERROR_NONE || !sig) return 0;
-  int r = !strcmp(sig, "Item");
-  (*env)->Deallocate(env, (unsigned char*)sig);
-  return r;
-}
-
 static vmtiCapabilities relinquished_caps(void) {
   vmtiCapabilities c;
   memset(&c, 0, sizeof c);
@@ -74,7 +66,7 @@ static void keeper_sample(vmtiEnv* env, vmtiThread thread, vmtiObject object, vm
                           vmtiLong size) {
   (void)thread;
   (void)size;
-  if (!is_item(env, klass)) return;
+  if (!TestAgentClassIs(env, klass, "Item")) return;
   vmtiError e = (*env)->SetTag(env, object, 1);
   if (e != VMTI_ERROR_NONE) fail("keeper SetTag", e);
   pthread_mutex_lock(&g_lock);
@@ -108,7 +100,7 @@ static void quitter_sample(vmtiEnv* env, vmtiThread thread, vmtiObject object, v
                            vmtiLong size) {
   (void)thread;
   (void)size;
-  if (!is_item(env, klass)) return;
+  if (!TestAgentClassIs(env, klass, "Item")) return;
   pthread_mutex_lock(&g_lock);
   if (g_relinquished == 1) {
     late("SampledObjectAlloc");

@@ -26,7 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "vmti/vmti.h"
+#include "test_agent.h"
 
 static vmtiEnv* g_env;
 static pthread_t g_gc_thread;
@@ -154,21 +154,13 @@ static void on_vm_death(vmtiEnv* env) {
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   (void)options;
   (void)reserved;
-  if ((*vm)->GetEnv(vm, (void**)&g_env, VMTI_VERSION_1) != VMTI_ERROR_NONE) return 1;
-  vmtiCapabilities caps;
-  memset(&caps, 0, sizeof caps);
-  caps.can_generate_sampled_alloc_events = 1;
-  caps.can_tag_objects = 1;
-  if ((*g_env)->AddCapabilities(g_env, &caps) != VMTI_ERROR_NONE) return 1;
-  vmtiEventCallbacks cb;
-  memset(&cb, 0, sizeof cb);
-  cb.SampledObjectAlloc = &on_sample;
-  cb.VMInit = &on_vm_init;
-  cb.VMDeath = &on_vm_death;
-  if ((*g_env)->SetEventCallbacks(g_env, &cb, (vmtiInt)sizeof cb) != VMTI_ERROR_NONE) return 1;
-  if ((*g_env)->SetHeapSamplingInterval(g_env, 0) != VMTI_ERROR_NONE) return 1;
-  (*g_env)->SetEventNotificationMode(g_env, VMTI_ENABLE, VMTI_EVENT_VM_INIT, NULL);
-  (*g_env)->SetEventNotificationMode(g_env, VMTI_ENABLE, VMTI_EVENT_VM_DEATH, NULL);
-  (*g_env)->SetEventNotificationMode(g_env, VMTI_ENABLE, VMTI_EVENT_SAMPLED_OBJECT_ALLOC, NULL);
-  return 0;
+  g_env = TestAgentEnv(vm);
+  if (!g_env) return 1;
+  static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH,
+                                      VMTI_EVENT_SAMPLED_OBJECT_ALLOC, 0};
+  TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC | TA_TAG_OBJECTS,
+                      .callbacks = {.SampledObjectAlloc = &on_sample, .VMInit = &on_vm_init,
+                                    .VMDeath = &on_vm_death},
+                      .set_interval = TA_SET_INTERVAL, .interval = 0, .events = kEvents};
+  return TestAgentSetUp(g_env, &s) == VMTI_ERROR_NONE ? 0 : 1;
 }

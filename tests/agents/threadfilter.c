@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmti/vmti.h"
+#include "test_agent.h"
 
 #define MAX_THREADS 64
 
@@ -39,14 +39,6 @@ static void fail(const char* what, long long a) {
   if (!g_failures) snprintf(g_fail, sizeof g_fail, "%s (%lld)", what, a);
   g_failures++;
   pthread_mutex_unlock(&g_lock);
-}
-
-static int is_work(vmtiEnv* env, vmtiClass k) {
-  char* sig = NULL;
-  if ((*env)->GetClassSignature(env, k, &sig, NULL) != VMTI_ERROR_NONE || !sig) return 0;
-  int r = !strcmp(sig, "Work");
-  (*env)->Deallocate(env, (unsigned char*)sig);
-  return r;
 }
 
 /* Returns an Allocate'd name or NULL; checks that id matches the name. */
@@ -69,7 +61,7 @@ static void on_sample(vmtiEnv* env, vmtiThread thread, vmtiObject object, vmtiCl
                       vmtiLong size) {
   (void)object;
   (void)size;
-  if (!is_work(env, klass)) return;
+  if (!TestAgentClassIs(env, klass, "Work")) return;
   char* name = thread_name(env, thread);
   if (!name) return;
   vmtiThread cur = NULL;
@@ -129,31 +121,18 @@ static void on_death(vmtiEnv* env) {
 
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   (void)reserved;
-  if (options) {
-    char* copy = strdup(options);
-    char* save = NULL;
-    for (char* t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-      if (!strncmp(t, "interval=", 9)) g_interval = (vmtiInt)atol(t + 9);
-      else if (!strncmp(t, "only=", 5)) snprintf(g_only, sizeof g_only, "%s", t + 5);
-    }
-    free(copy);
+  TestAgentOptions o = {.rest = options};
+  for (char* t; (t = TestAgentNextOption(&o)) != NULL;) {
+    if (!strncmp(t, "interval=", 9)) g_interval = (vmtiInt)atol(t + 9);
+    else if (!strncmp(t, "only=", 5)) snprintf(g_only, sizeof g_only, "%.31s", t + 5);
   }
-  vmtiEnv* env = NULL;
-  if ((*vm)->GetEnv(vm, (void**)&env, VMTI_VERSION_1) != VMTI_ERROR_NONE) return 1;
-  vmtiCapabilities caps;
-  memset(&caps, 0, sizeof caps);
-  caps.can_generate_sampled_alloc_events = 1;
-  vmtiEventCallbacks cb;
-  memset(&cb, 0, sizeof cb);
-  cb.SampledObjectAlloc = on_sample;
-  cb.ThreadStart = on_thread_start;
-  cb.VMDeath = on_death;
-  if ((*env)->AddCapabilities(env, &caps) != VMTI_ERROR_NONE ||
-      (*env)->SetEventCallbacks(env, &cb, (vmtiInt)sizeof cb) != VMTI_ERROR_NONE ||
-      (*env)->SetHeapSamplingInterval(env, g_interval) != VMTI_ERROR_NONE ||
-      (*env)->SetEventNotificationMode(env, VMTI_ENABLE, VMTI_EVENT_THREAD_START, NULL) != VMTI_ERROR_NONE ||
-      (*env)->SetEventNotificationMode(env, VMTI_ENABLE, VMTI_EVENT_VM_DEATH, NULL) != VMTI_ERROR_NONE)
-    return 1;
+  static const vmtiEvent kEvents[] = {VMTI_EVENT_THREAD_START, VMTI_EVENT_VM_DEATH, 0};
+  TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC,
+                      .callbacks = {.SampledObjectAlloc = on_sample, .ThreadStart = on_thread_start,
+                                    .VMDeath = on_death},
+                      .set_interval = TA_SET_INTERVAL, .interval = g_interval, .events = kEvents};
+  vmtiEnv* env = TestAgentStart(vm, &s);
+  if (!env) return 1;
   if (!g_only[0] &&
       (*env)->SetEventNotificationMode(env, VMTI_ENABLE, VMTI_EVENT_SAMPLED_OBJECT_ALLOC, NULL) != VMTI_ERROR_NONE)
     return 1;

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "vmti/vmti.h"
+#include "test_agent.h"
 
 static const vmtiInt kIntervals[] = {0, 256, 4096, 65536, 524288};
 #define N_INTERVALS ((int)(sizeof kIntervals / sizeof kIntervals[0]))
@@ -120,23 +120,12 @@ static void on_death(vmtiEnv* env) {
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   (void)options;
   (void)reserved;
-  if ((*vm)->GetEnv(vm, (void**)&g_env, VMTI_VERSION_1) != VMTI_ERROR_NONE) return 1;
-  vmtiEnv* env = g_env;
-  vmtiCapabilities caps;
-  memset(&caps, 0, sizeof caps);
-  caps.can_generate_sampled_alloc_events = 1;
-  vmtiEventCallbacks cb;
-  memset(&cb, 0, sizeof cb);
-  cb.VMInit = on_init;
-  cb.SampledObjectAlloc = on_sample;
-  cb.VMDeath = on_death;
-  if ((*env)->AddCapabilities(env, &caps) != VMTI_ERROR_NONE ||
-      (*env)->SetEventCallbacks(env, &cb, (vmtiInt)sizeof cb) != VMTI_ERROR_NONE ||
-      (*env)->SetHeapSamplingInterval(env, 4096) != VMTI_ERROR_NONE ||
-      (*env)->SetEventNotificationMode(env, VMTI_ENABLE, VMTI_EVENT_SAMPLED_OBJECT_ALLOC, NULL) !=
-          VMTI_ERROR_NONE ||
-      (*env)->SetEventNotificationMode(env, VMTI_ENABLE, VMTI_EVENT_VM_INIT, NULL) != VMTI_ERROR_NONE ||
-      (*env)->SetEventNotificationMode(env, VMTI_ENABLE, VMTI_EVENT_VM_DEATH, NULL) != VMTI_ERROR_NONE)
-    return 1;
-  return 0;
+  static const vmtiEvent kEvents[] = {VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_VM_INIT,
+                                      VMTI_EVENT_VM_DEATH, 0};
+  TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC,
+                      .callbacks = {.VMInit = on_init, .SampledObjectAlloc = on_sample,
+                                    .VMDeath = on_death},
+                      .set_interval = TA_SET_INTERVAL, .interval = 4096, .events = kEvents};
+  g_env = TestAgentStart(vm, &s);
+  return g_env ? 0 : 1;
 }

@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmti/vmti.h"
+#include "test_agent.h"
 
 enum { kMax = 1 << 20 };
 enum { T_PROMOTED = 1, T_FREED = 2, T_OLD_AT_TAG = 4, T_CLEARED = 8 };
@@ -260,33 +260,20 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   g_samples = (Sample*)calloc(kMax, sizeof(Sample));
   g_tracks = (Track*)calloc(kMax, sizeof(Track));
   if (!g_samples || !g_tracks) return 1;
-  vmtiEnv* env = NULL;
-  if ((*vm)->GetEnv(vm, (void**)&env, VMTI_VERSION_1) != VMTI_ERROR_NONE ||
-      (*vm)->GetEnv(vm, (void**)&g_shadow, VMTI_VERSION_1) != VMTI_ERROR_NONE)
-    return 1;
+  vmtiEnv* env = TestAgentEnv(vm);
+  g_shadow = env ? TestAgentEnv(vm) : NULL;
+  if (!g_shadow) return 1;
   vmtiCapabilities caps;
-  memset(&caps, 0, sizeof caps);
-  caps.can_tag_objects = 1;
+  TestAgentCapabilities(TA_TAG_OBJECTS, &caps);
   if ((*g_shadow)->AddCapabilities(g_shadow, &caps) != VMTI_ERROR_NONE) return 1;
-  caps.can_generate_sampled_alloc_events = 1;
-  caps.can_generate_object_free_events = 1;
-  caps.can_generate_object_promote_events = 1;
-  caps.can_generate_garbage_collection_events = 1;
-  vmtiEventCallbacks cb;
-  memset(&cb, 0, sizeof cb);
-  cb.SampledObjectAlloc = on_sample;
-  cb.VMDeath = on_death;
-  cb.ObjectFree = on_free;
-  cb.ObjectPromote = on_promote;
-  cb.GarbageCollectionFinish = on_gc_finish;
-  if ((*env)->AddCapabilities(env, &caps) != VMTI_ERROR_NONE ||
-      (*env)->SetEventCallbacks(env, &cb, (vmtiInt)sizeof cb) != VMTI_ERROR_NONE ||
-      (*env)->SetHeapSamplingInterval(env, 0) != VMTI_ERROR_NONE)
-    return 1;
   static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_DEATH, VMTI_EVENT_SAMPLED_OBJECT_ALLOC,
                                       VMTI_EVENT_OBJECT_FREE, VMTI_EVENT_OBJECT_PROMOTE,
-                                      VMTI_EVENT_GARBAGE_COLLECTION_FINISH};
-  for (size_t i = 0; i < sizeof kEvents / sizeof kEvents[0]; i++)
-    if ((*env)->SetEventNotificationMode(env, VMTI_ENABLE, kEvents[i], NULL) != VMTI_ERROR_NONE) return 1;
-  return 0;
+                                      VMTI_EVENT_GARBAGE_COLLECTION_FINISH, 0};
+  TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC | TA_TAG_OBJECTS | TA_OBJECT_FREE | TA_OBJECT_PROMOTE |
+                                      TA_GC_EVENTS,
+                      .callbacks = {.SampledObjectAlloc = on_sample, .VMDeath = on_death,
+                                    .ObjectFree = on_free, .ObjectPromote = on_promote,
+                                    .GarbageCollectionFinish = on_gc_finish},
+                      .set_interval = TA_SET_INTERVAL, .interval = 0, .events = kEvents};
+  return TestAgentSetUp(env, &s) == VMTI_ERROR_NONE ? 0 : 1;
 }

@@ -43,11 +43,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
-from run_tool_tests import (  # noqa: E402 (the shared decoder and test runner)
-    Ctx, Skip, _fields, add_path_options, check, decode_profile, find_go, read_shared, run_tests,
-    take_paths, test_registry)
-
-Z = 5.7  # per-check bound, docs/sampling.md section 4
+from harness import (  # noqa: E402 (the shared test runner)
+    Ctx, Skip, add_path_options, check, find_go, read_shared, run_tests, take_paths, test_registry)
+from profiles import Z, _fields, decode_profile  # noqa: E402 (the shared decoder)
 
 # protocol.h and ring_buffer.h, for the hand-made clients.
 MAGIC, VERSION, PAGE = 0x4352564D, 1, 4096

@@ -29,14 +29,17 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import run_tool_tests as rt  # noqa: E402 (the shared decoder and test runner)
-from run_tool_tests import C, Skip, Z, check, read_profile, by_leaf  # noqa: E402
+from harness import (  # noqa: E402 (the shared runner, profile decoder and helpers)
+    C, Skip, add_path_options, check, find_go, fresh, no_sanitizer_report, run_tests, take_paths,
+    test_registry, use_tsan_suppressions, work_dir)
+from profiles import Z, by_leaf, check_site_estimates, pprof, read_profile  # noqa: E402
+from tool_helpers import comments_of  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PHASES = os.path.join(HERE, "attach_phases.mv")
 FOREVER = os.path.join(HERE, "forever.mv")
 DEEP = os.path.join(HERE, "attach_deep.mv")
-TESTS, test = rt.test_registry()
+TESTS, test = test_registry()
 
 
 def attach(pid, *args, timeout=60):
@@ -69,7 +72,7 @@ class Vm:
     attach_phases.mv blocks in print), stderr in a file."""
 
     def __init__(self, args, name, env=None, opts=(), prefix=()):
-        self.err = rt.fresh(f"{name}.err")
+        self.err = fresh(f"{name}.err")
         with open(self.err, "w") as e:
             self.p = subprocess.Popen([*prefix, C.minivm, *opts, *args], stdin=subprocess.DEVNULL,
                                       stdout=subprocess.PIPE, stderr=e, cwd=C.work,
@@ -132,8 +135,7 @@ class Vm:
             self.kill()
             raise AssertionError(f"{self.cmd}: did not end within {timeout} s")
         self.reader.join(timeout=60)
-        m = re.search(r"^.*(?:Sanitizer|: runtime error: ).*$", self.stderr(), re.M)
-        check(m is None, f"{self.cmd}: sanitizer report: {m and m.group(0)}")
+        no_sanitizer_report(self.stderr(), self.cmd)
         return code
 
     def terminate(self):
@@ -253,7 +255,7 @@ def attach_heap_gc_agents():
         full2 = int(re.search(r"(\d+) full", ok(v.pid, "heap")).group(1))
         check(full2 >= full + 1, f"full collections {full} -> {full2} after gc")
         check(ok(v.pid, "agents") == "no agents loaded\n", "agents before any load")
-        prof = rt.fresh("heap_agents.pb.gz")
+        prof = fresh("heap_agents.pb.gz")
         out = ok(v.pid, "load", f"{C.heapprof}=file={prof},interval=64k,top=0")
         check(out.endswith(f"agent '{C.heapprof}': Agent_OnAttach returned 0\n"), out)
         agents = ok(v.pid, "agents")
@@ -281,7 +283,7 @@ def attach_heapprof_unbiased_after_attach():
         v = Vm([PHASES], f"unbiased_{seed}", opts=[f"--seed={seed}"])
         try:
             v.wait_threads(phases_stack())
-            out = rt.fresh(f"attached_{seed}.pb.gz")
+            out = fresh(f"attached_{seed}.pb.gz")
             ok(v.pid, "load", f"heapprof=interval={interval},file={out},top=0")
             v.read_stdout()
             check(v.finish() == 0, v.stderr())
@@ -292,12 +294,12 @@ def attach_heapprof_unbiased_after_attach():
         check("before" not in got_b, f"--seed={seed}: objects from before the attach: {got_b}")
         check(set(got_b) <= {"small", "medium", "large", "wait_here", "main"},
               f"--seed={seed}: unexpected sites {sorted(got_b)}")
-        checks += rt.check_site_estimates(prof, sizes, interval, seed)
-        comments = rt.comments_of(out)
+        checks += check_site_estimates(prof, sizes, interval, seed)
+        comments = comments_of(out)
         check(any("objects allocated before the attach are not in this profile" in c
                   for c in comments), f"comments: {comments}")
         if C.go:
-            raw = rt.pprof(["-raw", out])
+            raw = pprof(["-raw", out])
             check("objects allocated before the attach" in raw, raw[:400])
     print(f"    {checks} checks, --seed={' and '.join(map(str, seeds))}, |z| <= {Z}")
 
@@ -324,11 +326,11 @@ def attach_heapprof_dump_set_stop_start():
     v = Vm([FOREVER, "2"], "control", opts=["--young=4m", "--seed=3"])
     try:
         v.wait_running()
-        final1 = rt.fresh("control_final1.pb.gz")
+        final1 = fresh("control_final1.pb.gz")
         ok(v.pid, "load", f"heapprof=start,file={final1},top=0")
         r = attach(v.pid, "load", "heapprof=start")
         one_line_error(r, 1, r"Agent_OnAttach returned 1: heapprof: already attached", "start twice")
-        dump1 = rt.fresh("control_dump1.pb.gz")
+        dump1 = fresh("control_dump1.pb.gz")
         out = ok(v.pid, "load", f"heapprof=dump,file={dump1}")
         check(f"heapprof: wrote {dump1}" in out, out)
         check(dump_until_sampled(v.pid, dump1), "no dump has the site")
@@ -348,16 +350,16 @@ def attach_heapprof_dump_set_stop_start():
               f"the worker thread was not released: {threads_before} -> {threads_after} tasks")
         r = attach(v.pid, "load", "heapprof=dump")
         one_line_error(r, 1, r"no attached heapprof is running", "dump after stop")
-        final2 = rt.fresh("control_final2.pb.gz")
+        final2 = fresh("control_final2.pb.gz")
         ok(v.pid, "load", f"heapprof=file={final2},top=0")
         # Something sampled by the second instance before the VM ends.
-        check(dump_until_sampled(v.pid, rt.fresh("control_dump2.pb.gz")),
+        check(dump_until_sampled(v.pid, fresh("control_dump2.pb.gz")),
               "the second start sampled nothing")
         v.terminate()
         check(os.path.getsize(final2) > 0, "no final profile of the second start")
         if C.go:
             for f in (dump1, final1, final2):
-                top = rt.pprof(["-top", "-sample_index=alloc_space", f])
+                top = pprof(["-top", "-sample_index=alloc_space", f])
                 check("allocate_forever" in top, f"go tool pprof -top {f}:\n{top}")
     finally:
         v.kill()
@@ -369,7 +371,7 @@ def attach_leakcheck_and_lifetimes():
     v = Vm([FOREVER], "others", opts=["--young=2m"])
     try:
         v.wait_running()
-        trace = rt.fresh("attached_lifetimes.jsonl")
+        trace = fresh("attached_lifetimes.jsonl")
         ok(v.pid, "load", "leakcheck")
         # interval=0 samples every allocation, so the trace's 64 KiB buffer
         # reaches the file after a few hundred of them: the test waits for
@@ -401,10 +403,10 @@ def attach_during_gc_stress():
     v = Vm([FOREVER, "3"], "stress", opts=["--young=1m", "--gc-stress=1"])
     try:
         v.wait_running()
-        final = rt.fresh("stress_final.pb.gz")
+        final = fresh("stress_final.pb.gz")
         ok(v.pid, "load", f"heapprof=interval=4k,file={final},top=0")
         for i in range(3):
-            ok(v.pid, "load", f"heapprof=dump,file={rt.fresh(f'stress_{i}.pb.gz')}")
+            ok(v.pid, "load", f"heapprof=dump,file={fresh(f'stress_{i}.pb.gz')}")
             t = ok(v.pid, "threads")
             check(t.count("  at allocate_forever (") == 3, t)
             ok(v.pid, "gc")
@@ -614,7 +616,7 @@ def attach_collector_hand_off():
         a, b, c = (v.pid for v in vms)
         out = os.path.join(C.work, "collector_out")
         shutil.rmtree(out, ignore_errors=True)
-        err = rt.fresh("collector.err")
+        err = fresh("collector.err")
         with open(err, "w") as e:
             coll = subprocess.Popen([C.collector, "--socket=coll.sock", f"--out={out}",
                                      f"--attach={a},{b},{c},{a}", "--attach-options=interval=64k"],
@@ -952,7 +954,7 @@ def attach_load_refuses_what_is_not_a_regular_file():
     v = Vm([FOREVER], "not_a_file")
     try:
         v.wait_running()
-        fifo = rt.fresh("agent.fifo")
+        fifo = fresh("agent.fifo")
         os.mkfifo(fifo)
         for path, what in ((fifo, "a FIFO"), ("/dev/zero", "a character device"),
                            (C.work, "a folder")):
@@ -993,9 +995,9 @@ def attach_blocked_agent_does_not_keep_the_vm_alive():
     late = None
     try:
         v.wait_running()
-        unloads = rt.fresh("blocked_unloads.txt")
-        later = rt.fresh("blocked_later")  # made once the client has given up
-        never = rt.fresh("blocked_never")  # never made: the last load waits for ever
+        unloads = fresh("blocked_unloads.txt")
+        later = fresh("blocked_later")  # made once the client has given up
+        never = fresh("blocked_never")  # never made: the last load waits for ever
         still = (rf"process {v.pid} is still loading '.*' after 10 s: its Agent_OnAttach has not "
                  r"returned \(if it returns 0, the agent is loaded")
         ok(v.pid, "load", f"{lib}=unload={unloads}")
@@ -1077,7 +1079,7 @@ def attach_socket_removed_on_every_exit():
     finally:
         v.kill()
     # A second SIGTERM while VMDeath waits.
-    never = rt.fresh("second_signal_never")
+    never = fresh("second_signal_never")
     v = Vm([FOREVER], "second_sigterm", opts=[f"-agentpath:{deathwait}=wait={never}"])
     try:
         v.wait_running()
@@ -1152,7 +1154,7 @@ def attach_stale_sockets_are_removed():
 
 def main():
     ap = argparse.ArgumentParser()
-    rt.add_path_options(ap, "minivm", "attach", "heapprof", "leakcheck", "lifetimes")
+    add_path_options(ap, "minivm", "attach", "heapprof", "leakcheck", "lifetimes")
     ap.add_argument("--test-agents")
     ap.add_argument("--collector", help="minivm-collector, for its --attach")
     ap.add_argument("--remote", help="libremote.so, beside minivm's agents")
@@ -1161,16 +1163,16 @@ def main():
                     help="the statistical test at two seeds (the Release build), else one")
     ap.add_argument("-k", action="append")
     a = ap.parse_args()
-    rt.take_paths(C, a, "minivm", "attach", "heapprof", "leakcheck", "lifetimes", "test_agents",
+    take_paths(C, a, "minivm", "attach", "heapprof", "leakcheck", "lifetimes", "test_agents",
                   "collector", "remote")
     C.full_sweep = a.full_sweep
-    C.work = rt.work_dir(a.work, "attach_tests_")
-    C.go = rt.find_go()
-    rt.use_tsan_suppressions()
+    C.work = work_dir(a.work, "attach_tests_")
+    C.go = find_go()
+    use_tsan_suppressions()
     # -agentlib: names resolve beside the agents given.
     os.environ["MINIVM_AGENT_PATH"] = os.path.dirname(C.heapprof)
     print(f"attach tests: work dir {C.work}; go: {C.go or 'not installed'}")
-    return rt.run_tests(TESTS, a.k)
+    return run_tests(TESTS, a.k)
 
 
 if __name__ == "__main__":

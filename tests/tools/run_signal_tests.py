@@ -33,14 +33,18 @@ import termios
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import run_tool_tests as rt  # noqa: E402 (the shared decoder, runner and helpers)
-from run_tool_tests import C, Skip, check  # noqa: E402
+from harness import (  # noqa: E402 (the shared runner, profile decoder and helpers)
+    C, ROOT, Running, Skip, add_path_options, check, find_go, fresh, no_sanitizer_report, run,
+    run_tests, take_paths, test_registry, use_tsan_suppressions, work_dir)
+from profiles import check_heap_profile, pprof, read_profile  # noqa: E402
+from tool_helpers import (  # noqa: E402
+    GC_LINE, SIGNAL_OPTS, Signalled, check_forever_stdout, need_test_agent, read_reply)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FOREVER = os.path.join(HERE, "forever.mv")
 PRINTS_FOREVER = os.path.join(HERE, "prints_forever.mv")
-HELLO = os.path.join(rt.ROOT, "examples", "programs", "hello.mv")
-TESTS, test = rt.test_registry()
+HELLO = os.path.join(ROOT, "examples", "programs", "hello.mv")
+TESTS, test = test_registry()
 # Only catches hangs: every wait below ends on a state, long before this.
 HANG = 120
 
@@ -79,16 +83,9 @@ def send_sigusr2_and_wait_taken(p):
 
 def check_profile(out, what):
     check(os.path.exists(out) and os.path.getsize(out) > 0, f"{what}: no profile {out}")
-    rt.check_heap_profile(rt.read_profile(out))
+    check_heap_profile(read_profile(out))
     if C.go:
-        rt.pprof(["-top", out])
-
-
-def no_sanitizer_report(text, what):
-    # minivm ends with _exit, so a sanitizer's report does not change the
-    # exit code: look for it (as run_tool_tests.py's Signalled.finish does).
-    m = re.search(r"^.*(?:Sanitizer|: runtime error: ).*$", text, re.M)
-    check(m is None, f"{what}: sanitizer report: {m and m.group(0)}")
+        pprof(["-top", out])
 
 
 def describe(code):
@@ -104,12 +101,12 @@ def sigusr2_during_vm_death():
     """SIGUSR2 after heapprof has written its final profile, while the VM is
     still in VM death (deathwait, loaded after it, holds it): the signal is
     handled, not the VM's end (its default action would exit 140)."""
-    dw = rt.need_test_agent("deathwait")
-    gate = rt.fresh("usr2_gate")
-    out = rt.fresh("usr2_death.pb.gz")
-    r = rt.Signalled([*rt.SIGNAL_OPTS, heapprof(f"file={out},top=0"), f"{dw}=wait={gate}",
+    dw = need_test_agent("deathwait")
+    gate = fresh("usr2_gate")
+    out = fresh("usr2_death.pb.gz")
+    r = Signalled([*SIGNAL_OPTS, heapprof(f"file={out},top=0"), f"{dw}=wait={gate}",
                       FOREVER], "usr2_death", preexec=default_signals)
-    r.wait_for(rt.GC_LINE, count=5)
+    r.wait_for(GC_LINE, count=5)
     r.send(signal.SIGTERM)
     r.wait_for(r"deathwait: VMDeath\n")
     r.wait_for(re.escape(f"heapprof: wrote {out}"))
@@ -118,7 +115,7 @@ def sigusr2_during_vm_death():
     got = r.finish(timeout=HANG)
     check(got == 143, f"SIGUSR2 in VM death: {describe(got)}, want 143\n{r.stderr()[-2000:]}")
     check_profile(out, "SIGUSR2 in VM death")
-    rt.check_forever_stdout(r, "SIGUSR2 in VM death")
+    check_forever_stdout(r, "SIGUSR2 in VM death")
 
 
 @test
@@ -127,9 +124,9 @@ def sigusr2_after_attached_stop():
     is ignored, and the VM ends by SIGTERM as usual."""
     if not C.attach:
         raise Skip("no --attach (minivm-attach)")
-    out = rt.fresh("usr2_stop.pb.gz")
-    r = rt.Signalled([*rt.SIGNAL_OPTS, FOREVER], "usr2_stop", preexec=default_signals)
-    r.wait_for(rt.GC_LINE, count=2)
+    out = fresh("usr2_stop.pb.gz")
+    r = Signalled([*SIGNAL_OPTS, FOREVER], "usr2_stop", preexec=default_signals)
+    r.wait_for(GC_LINE, count=2)
     env = dict(os.environ, MINIVM_AGENT_PATH=os.path.dirname(C.heapprof))
     for action in (f"heapprof=start,file={out},top=0", "heapprof=stop"):
         a = subprocess.run([C.attach, str(r.p.pid), "load", action], stdout=subprocess.PIPE,
@@ -150,8 +147,8 @@ def closed_stdout_pipe():
     """`minivm --heap-profile=h.pb.gz prog.mv | head -1`: the print that
     finds the pipe closed ends the VM in order (exit 1, one line saying so),
     with VM death and the whole profile; SIGPIPE would have killed it (141)."""
-    out = rt.fresh("pipe.pb.gz")
-    err = rt.fresh("pipe.err")
+    out = fresh("pipe.pb.gz")
+    err = fresh("pipe.err")
     with open(err, "w") as e:
         p = subprocess.Popen([C.minivm, "--seed=1", f"--heap-profile={out}", PRINTS_FOREVER],
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=e,
@@ -193,13 +190,29 @@ def pipe_full(fd):
     return int.from_bytes(avail, sys.byteorder) >= fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) - 512
 
 
+def sigterm_when_full(p, rfd, what):
+    """Waits until p has filled the pipe read by rfd (its `what`), sends it
+    SIGTERM, and returns its exit code."""
+    deadline = time.time() + HANG
+    while not pipe_full(rfd) and p.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    check(p.poll() is None and pipe_full(rfd), "the pipe never filled")
+    p.send_signal(signal.SIGTERM)
+    try:
+        return p.wait(timeout=HANG)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        raise AssertionError(f"SIGTERM with {what} blocked: minivm never ended")
+
+
 @test
 def sigterm_with_stdout_blocked():
     """stdout on a pipe nobody reads, full, a print blocked in it: SIGTERM
     still ends the VM with 143, agents still get VM death (the profile is
     written), and the output given up is one line on stderr."""
-    out = rt.fresh("blocked.pb.gz")
-    err = rt.fresh("blocked.err")
+    out = fresh("blocked.pb.gz")
+    err = fresh("blocked.err")
     rfd, wfd = small_pipe()
     try:
         with open(err, "w") as e:
@@ -207,17 +220,7 @@ def sigterm_with_stdout_blocked():
                                  stdin=subprocess.DEVNULL, stdout=wfd, stderr=e, cwd=C.work,
                                  preexec_fn=default_signals)
         os.close(wfd)
-        deadline = time.time() + HANG
-        while not pipe_full(rfd) and p.poll() is None and time.time() < deadline:
-            time.sleep(0.01)
-        check(p.poll() is None and pipe_full(rfd), "the pipe never filled")
-        p.send_signal(signal.SIGTERM)
-        try:
-            got = p.wait(timeout=HANG)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-            raise AssertionError("SIGTERM with stdout blocked: minivm never ended")
+        got = sigterm_when_full(p, rfd, "stdout")
     finally:
         os.close(rfd)
     with open(err) as f:
@@ -235,24 +238,14 @@ def sigterm_with_stderr_blocked():
     """stderr on a pipe nobody reads, full (--verbose:gc fills it; the
     collecting thread blocks in its `[gc]` line): nothing in the end can
     write stderr, and the bound ends the process anyway, 143."""
-    out = rt.fresh("stderr_blocked.out")
+    out = fresh("stderr_blocked.out")
     rfd, wfd = small_pipe()
     try:
         with open(out, "w") as o:
-            p = subprocess.Popen([C.minivm, *rt.SIGNAL_OPTS, FOREVER], stdin=subprocess.DEVNULL,
+            p = subprocess.Popen([C.minivm, *SIGNAL_OPTS, FOREVER], stdin=subprocess.DEVNULL,
                                  stdout=o, stderr=wfd, cwd=C.work, preexec_fn=default_signals)
         os.close(wfd)
-        deadline = time.time() + HANG
-        while not pipe_full(rfd) and p.poll() is None and time.time() < deadline:
-            time.sleep(0.01)
-        check(p.poll() is None and pipe_full(rfd), "the pipe never filled")
-        p.send_signal(signal.SIGTERM)
-        try:
-            got = p.wait(timeout=HANG)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-            raise AssertionError("SIGTERM with stderr blocked: minivm never ended")
+        got = sigterm_when_full(p, rfd, "stderr")
     finally:
         os.close(rfd)
     check(got == 143, f"SIGTERM, stderr blocked: {describe(got)}, want 143")
@@ -263,11 +256,11 @@ def sigterm_then_second_while_death_blocked():
     """An agent blocked in VM death (deathwait without its gate): the first
     SIGTERM does not cut it short, a second one ends the process at once,
     143, whatever it is doing."""
-    dw = rt.need_test_agent("deathwait")
-    gate = rt.fresh("never_gate")
-    r = rt.Signalled([*rt.SIGNAL_OPTS, f"{dw}=wait={gate}", FOREVER], "death_blocked",
+    dw = need_test_agent("deathwait")
+    gate = fresh("never_gate")
+    r = Signalled([*SIGNAL_OPTS, f"{dw}=wait={gate}", FOREVER], "death_blocked",
                      preexec=default_signals)
-    r.wait_for(rt.GC_LINE, count=2)
+    r.wait_for(GC_LINE, count=2)
     r.send(signal.SIGTERM)
     r.wait_for(r"deathwait: VMDeath\n")
     r.send(signal.SIGTERM)
@@ -282,7 +275,7 @@ def sigterm_then_second_while_death_blocked():
 def perf_map_write_error():
     """--perf-map=/dev/full: the file opens, every write fails; the program
     runs to its end, and the loss is one line on stderr and exit 1."""
-    r = rt.run([C.minivm, "--jit=eager", "--perf-map=/dev/full", HELLO], timeout=HANG)
+    r = run([C.minivm, "--jit=eager", "--perf-map=/dev/full", HELLO], timeout=HANG)
     no_sanitizer_report(r.stderr, "--perf-map=/dev/full")
     lines = r.stderr.splitlines()
     check(r.returncode == 1 and lines == [
@@ -295,9 +288,9 @@ def perf_map_write_error():
 def fifo_output_without_reader():
     """heapprof file= a FIFO that no process reads: the final write fails at
     once, one line and exit 1, instead of holding the VM's end for ever."""
-    fifo = rt.fresh("out.fifo")
+    fifo = fresh("out.fifo")
     os.mkfifo(fifo)
-    r = rt.run([C.minivm, heapprof(f"file={fifo},top=0"), HELLO], timeout=HANG)
+    r = run([C.minivm, heapprof(f"file={fifo},top=0"), HELLO], timeout=HANG)
     no_sanitizer_report(r.stderr, "FIFO without reader")
     check(r.returncode == 1, f"FIFO without reader: exit {r.returncode}\n{r.stderr}")
     check(f"heapprof: cannot write {fifo}: no process has the FIFO open for reading\n"
@@ -311,7 +304,7 @@ def http_content_length_judged_from_head():
     """400 for Content-Length headers that disagree or are not a number,
     413 for one over the body limit: answered from the headers alone (the
     body is never sent here), in heapprof's words, not after a deadline."""
-    r = rt.Running([C.minivm, heapprof("http=0,file=,top=0"), FOREVER])
+    r = Running([C.minivm, heapprof("http=0,file=,top=0"), FOREVER])
     try:
         port = r.wait_port()
         cases = [("Content-Length: 5\r\nContent-Length: 6\r\n", b"12345", 400,
@@ -326,7 +319,7 @@ def http_content_length_judged_from_head():
             req = (f"POST /debug/pprof/symbol HTTP/1.1\r\nHost: x\r\n{headers}\r\n").encode() + body
             with socket.create_connection(("127.0.0.1", port), timeout=HANG) as s:
                 s.sendall(req)
-                st, _, got = rt.read_reply(s)
+                st, _, got = read_reply(s)
             check(st == want and got == text,
                   f"{headers!r}: {st} {got[:200]!r}, want {want} {text!r}")
         # Equal duplicates are one length, as in Go.
@@ -334,7 +327,7 @@ def http_content_length_judged_from_head():
                b"content-length:  4\r\n\r\n0x10")
         with socket.create_connection(("127.0.0.1", port), timeout=HANG) as s:
             s.sendall(req)
-            st, _, got = rt.read_reply(s)
+            st, _, got = read_reply(s)
         check(st == 200, f"equal Content-Length twice: {st} {got[:200]!r}")
     finally:
         r.p.send_signal(signal.SIGTERM)
@@ -344,19 +337,19 @@ def http_content_length_judged_from_head():
 
 def main():
     ap = argparse.ArgumentParser()
-    rt.add_path_options(ap, "minivm", "heapprof")
+    add_path_options(ap, "minivm", "heapprof")
     ap.add_argument("--attach", help="minivm-attach, for the attach tests")
     ap.add_argument("--test-agents", help="the build's tests/agents folder (deathwait)")
     ap.add_argument("--work")
     ap.add_argument("-k", action="append")
     a = ap.parse_args()
-    rt.take_paths(C, a, "minivm", "heapprof", "attach", "test_agents")
-    C.work = rt.work_dir(a.work, "signal_tests_")
-    C.go = rt.find_go()
-    rt.use_tsan_suppressions()
+    take_paths(C, a, "minivm", "heapprof", "attach", "test_agents")
+    C.work = work_dir(a.work, "signal_tests_")
+    C.go = find_go()
+    use_tsan_suppressions()
     default_signals()
     print(f"signal tests: work dir {C.work}; go: {C.go or 'not installed'}")
-    return rt.run_tests(TESTS, a.k)
+    return run_tests(TESTS, a.k)
 
 
 if __name__ == "__main__":

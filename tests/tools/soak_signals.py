@@ -33,8 +33,10 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import run_tool_tests as rt  # noqa: E402 (the profile decoder and helpers)
-from run_tool_tests import C, check  # noqa: E402
+from harness import (  # noqa: E402 (the shared runner set-up and helpers)
+    C, add_path_options, check, find_go, fresh, no_sanitizer_report, take_paths,
+    use_tsan_suppressions, work_dir)
+from profiles import check_heap_profile, pprof, read_profile  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FOREVER = os.path.join(HERE, "forever.mv")
@@ -56,7 +58,7 @@ def describe(code):
 
 class Soak:
     def __init__(self, run, seconds):
-        self.dir = rt.fresh(f"soak{run}")
+        self.dir = fresh(f"soak{run}")
         os.makedirs(self.dir)
         self.out = os.path.join(self.dir, "h.pb.gz")
         self.err = os.path.join(self.dir, "vm.err")
@@ -205,24 +207,22 @@ class Soak:
                 self.poll()
         err = self.stderr()
         code = self.p.returncode
-        # minivm ends with _exit: a sanitizer's report leaves the code alone.
-        m = re.search(r"^.*(?:Sanitizer|: runtime error: ).*$", err, re.M)
-        check(m is None, f"sanitizer report: {m and m.group(0)}")
+        no_sanitizer_report(err, "soak")
         check(code == 143, f"exit {code}, want 143\n{err[-2000:]}")
         check(wrote in err, f"no final profile written:\n{err[-2000:]}")
         since = max(sent, wrote_at or sent)
         check(ended - since <= END_BOUND + SLACK,
               f"ended {ended - since:.1f} s after the signal or VMDeath, bound {END_BOUND} s")
-        prof = rt.read_profile(self.out)
-        rt.check_heap_profile(prof)
+        prof = read_profile(self.out)
+        check_heap_profile(prof)
         check(prof["samples"], "the final profile has no samples")
         if C.go:
-            top = rt.pprof(["-top", "-sample_index=alloc_space", self.out])
+            top = pprof(["-top", "-sample_index=alloc_space", self.out])
             check("allocate_forever" in top, top)
         dumps = sorted(f for f in os.listdir(self.dir) if re.fullmatch(r"h\.\d{4}\.pb\.gz", f))
         check(dumps, "no SIGUSR2 dump was written")
         for d in dumps[-2:]:
-            rt.check_heap_profile(rt.read_profile(os.path.join(self.dir, d)))
+            check_heap_profile(read_profile(os.path.join(self.dir, d)))
         return (f"exit 143 in {ended - sent:.1f} s, {self.counts['SIGUSR2']} SIGUSR2, "
                 f"{self.counts['SIGQUIT']} SIGQUIT, {self.counts['attach']} attach, "
                 f"{self.counts['http']} ?gc=1, {len(dumps)} dumps")
@@ -230,17 +230,17 @@ class Soak:
 
 def main():
     ap = argparse.ArgumentParser()
-    rt.add_path_options(ap, "minivm", "heapprof")
+    add_path_options(ap, "minivm", "heapprof")
     ap.add_argument("--attach", help="minivm-attach, for `heap` requests in the storm")
     ap.add_argument("--seconds", type=float,
                     default=float(os.environ.get("MINIVM_SOAK_SECONDS", "30")))
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--work")
     a = ap.parse_args()
-    rt.take_paths(C, a, "minivm", "heapprof", "attach")
-    C.work = rt.work_dir(a.work, "soak_signals_")
-    C.go = rt.find_go()
-    rt.use_tsan_suppressions()
+    take_paths(C, a, "minivm", "heapprof", "attach")
+    C.work = work_dir(a.work, "soak_signals_")
+    C.go = find_go()
+    use_tsan_suppressions()
     default_signals()
     print(f"soak: {a.runs} run(s) of {a.seconds:g} s; work dir {C.work}; "
           f"go: {C.go or 'not installed'}", flush=True)
