@@ -31,7 +31,7 @@
 //    collection the target becomes twice the old generation's live bytes, at
 //    least kMinOldTarget and at most its capacity. Past it, a minor
 //    collection is upgraded to full and a large object collects before it is
-//    placed (heap.cc). Why: the reservation's pages are touched for the first
+//    placed (generational_heap.cc). Why: the reservation's pages are touched for the first
 //    time when used, and freed pages are reused lowest first, so the old
 //    generation's high-water mark is what the process pays in page faults
 //    and resident memory. A full collection costs the live bytes, so

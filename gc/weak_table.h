@@ -87,7 +87,7 @@ class WeakObserver {
   virtual void OnWeakEventsFound(absl::Span<const WeakEvent> events) = 0;
   // After the pause, with no heap lock held, on the same thread: deliver
   // what this thread found. An allocation calls it once its new object is
-  // in a root (heap.cc).
+  // in a root (generational_heap.cc).
   virtual void DeliverFoundWeakEvents() = 0;
 };
 

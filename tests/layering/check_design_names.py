@@ -24,6 +24,7 @@ Reference: a name, in a comment of a source file (the text after `//` or
   - followed by a character that cannot continue a name (not a letter,
     digit, `-`, `_`, `/` or `(`; a final `.`, as at the end of a sentence,
     is not part of the name), so method calls such as `.Get()` are not, and
+    not by `=` (a C designated initializer, `.interval = 0`), and
   - not a file extension or file name: a name whose first segment is in
     NOT_NAMES (`.h`, `.cc`, `.mv`, `.so`, ...; and `.name` itself, the
     placeholder docs use when they describe this grammar) is not a
@@ -51,7 +52,7 @@ from checklib import verdict  # noqa: E402 (tests/checklib.py)
 SEGMENT = r"[a-z][a-z0-9-]*"
 NAME = rf"\.{SEGMENT}(?:\.{SEGMENT})*"
 DEFINITION = re.compile(rf"^\s*(?://+|#+|\*)\s*({NAME})(?:  |:)")
-REFERENCE = re.compile(rf"(?:^|(?<=[\s`(\[]))({NAME})(?![\w/(-]|\.[a-z])")
+REFERENCE = re.compile(rf"(?:^|(?<=[\s`(\[]))({NAME})(?![\w/(-]|\.[a-z]|\s*=)")
 # The file name just before a reference, with "'s", a comma or "(" between.
 FILE_BEFORE = re.compile(r"([\w./-]+\.(?:h|cc|c|py|md))(?:'s)?,?[\s`(]*$")
 NUMBERED = re.compile(r"designs? (points? )?[0-9]+", re.IGNORECASE)
