@@ -655,8 +655,8 @@ void BytecodeGenerator::CompileNew(const Expr* e) {
   // The object is allocated before its arguments are evaluated, as the JVM's
   // `new` precedes its constructor's arguments: a tree built recursively
   // (`new Node(build(d - 1), build(d - 1))`) is then laid out in the order
-  // it is usually walked, parent before children (docs/performance.md, "JIT
-  // tier"). The object waits on the operand stack, a root, meanwhile.
+  // it is usually walked, parent before children (measured in commit
+  // 1fbcb5e). The object waits on the operand stack, a root, meanwhile.
   em_.EmitU32U8(Opcode::NEW, it->second, 0);
   if (argc == 0) return;
   CompileArgs(e);

@@ -9,7 +9,7 @@
 //    allocator (CodeGen at -O0): a small fraction of LLVM's -O2 compile work
 //    per function, hotness counting included, for code that runs about
 //    twice the instructions of -O2's but keeps its slots out of memory (the
-//    figures are in docs/performance.md, "JIT tier"). Its hot functions move
+//    figures are in docs/performance.md, "Compile time"). Its hot functions move
 //    up (polls.cc .tier-up). The optimising tier (hot functions: --jit=auto's,
 //    and eager's tier-up) is --jit-opt. Its default, 2, is a pipeline of our
 //    own: SROA turns the slot allocas into registers; EarlyCSE, InstCombine,
