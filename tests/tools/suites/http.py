@@ -333,10 +333,16 @@ def vm_http_gc_under_dense_sampling():
     try:
         r.wait_port()
         while r.p.poll() is None:
+            asked = time.monotonic()
             try:
                 st, _, _ = r.fetch("/debug/pprof/heap?gc=1&debug=1")
                 check(st == 200, f"status {st}")
                 answered += 1
+                # Paced, not back to back: a full collection stops the program,
+                # so requests with no gap would leave it no time to run (under
+                # TSan a collection takes a second and the program never ends).
+                # Waiting as long as the answer took gives it half the time.
+                time.sleep(max(0.01, time.monotonic() - asked))
             except (urllib.error.URLError, ConnectionError, OSError):
                 refused += 1  # the VM is ending: its server stopped
                 time.sleep(0.01)
