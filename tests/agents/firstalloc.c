@@ -70,13 +70,11 @@ static void on_death(vmtiEnv* env) {
 
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   (void)reserved;
-  TestAgentOptions o = {.rest = options};
-  for (char* t; (t = TestAgentNextOption(&o)) != NULL;) {
-    if (!strncmp(t, "n=", 2)) g_n = atoll(t + 2);
-    else if (!strncmp(t, "size=", 5)) g_size = atoll(t + 5);
-    else if (!strncmp(t, "interval=", 9)) g_interval = (vmtiInt)atol(t + 9);
-    else if (!strncmp(t, "seed=", 5)) g_seed = atoll(t + 5);
-  }
+  static const TestAgentOption kOptions[] = {
+      TA_OPTION("n", TA_OPTION_LONG, &g_n), TA_OPTION("size", TA_OPTION_LONG, &g_size),
+      TA_OPTION("interval", TA_OPTION_INT, &g_interval), TA_OPTION("seed", TA_OPTION_LONG, &g_seed),
+      TA_OPTIONS_END};
+  if (TestAgentParseOptions("firstalloc", options, kOptions)) return 1;
   static const vmtiEvent kEvents[] = {VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_VM_DEATH, 0};
   TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC,
                       .callbacks = {.SampledObjectAlloc = on_sample, .VMDeath = on_death},

@@ -115,11 +115,9 @@ static void on_death(vmtiEnv* env) {
 
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   (void)reserved;
-  TestAgentOptions o = {.rest = options};
-  for (char* t; (t = TestAgentNextOption(&o)) != NULL;) {
-    if (!strncmp(t, "every=", 6)) g_every = atoll(t + 6);
-    else if (!strncmp(t, "count=", 6)) g_expect = atoll(t + 6);
-  }
+  static const TestAgentOption kOptions[] = {
+      TA_OPTION("every", TA_OPTION_LONG, &g_every), TA_OPTION("count", TA_OPTION_LONG, &g_expect), TA_OPTIONS_END};
+  if (TestAgentParseOptions("gcrecursion", options, kOptions)) return 1;
   if (g_every < 1) g_every = 1;
   static const vmtiEvent kEvents[] = {VMTI_EVENT_SAMPLED_OBJECT_ALLOC, VMTI_EVENT_VM_DEATH, 0};
   TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC,

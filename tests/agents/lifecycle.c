@@ -159,11 +159,9 @@ static void on_death(vmtiEnv* env) {
 
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   (void)reserved;
-  TestAgentOptions o = {.rest = options};
-  for (char* t; (t = TestAgentNextOption(&o)) != NULL;) {
-    if (!strncmp(t, "interval=", 9)) g_interval = (vmtiInt)atol(t + 9);
-    else if (!strncmp(t, "max=", 4)) g_max = atoll(t + 4);
-  }
+  static const TestAgentOption kOptions[] = {
+      TA_OPTION("interval", TA_OPTION_INT, &g_interval), TA_OPTION("max", TA_OPTION_LONG, &g_max), TA_OPTIONS_END};
+  if (TestAgentParseOptions("lifecycle", options, kOptions)) return 1;
   g_entries = (Entry*)calloc((size_t)g_max, sizeof(Entry));
   if (!g_entries) return 1;
   static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_DEATH, VMTI_EVENT_SAMPLED_OBJECT_ALLOC,

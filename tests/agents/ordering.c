@@ -215,11 +215,9 @@ VMTI_EXPORT void Agent_OnUnload(vmtiVM* vm) {
 
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   (void)reserved;
-  TestAgentOptions o = {.rest = options};
-  for (char* t; (t = TestAgentNextOption(&o)) != NULL;) {
-    if (!strncmp(t, "interval=", 9)) g_interval = (vmtiInt)atol(t + 9);
-    else if (!strcmp(t, "daemon=1")) g_daemon = 1;
-  }
+  static const TestAgentOption kOptions[] = {
+      TA_OPTION("interval", TA_OPTION_INT, &g_interval), TA_OPTION("daemon", TA_OPTION_FLAG, &g_daemon), TA_OPTIONS_END};
+  if (TestAgentParseOptions("ordering", options, kOptions)) return 1;
   g_tag_state = (unsigned char*)calloc(MAX_TAGS, 1);
   if (!g_tag_state) return 1;
   static const vmtiEvent kEvents[] = {VMTI_EVENT_VM_INIT, VMTI_EVENT_VM_DEATH,

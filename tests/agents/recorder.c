@@ -171,13 +171,11 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   for (int i = 0; i < MAX_THREADS; i++) r->hash[i] = 1469598103934665603ULL;
   int set_interval = 0;
   vmtiInt interval = 0;
-  TestAgentOptions o = {.rest = options};
-  for (char* t; (t = TestAgentNextOption(&o)) != NULL;) {
-    if (!strncmp(t, "name=", 5)) snprintf(r->name, sizeof r->name, "%.31s", t + 5);
-    else if (!strncmp(t, "interval=", 9)) { interval = (vmtiInt)atol(t + 9); set_interval = 1; }
-    else if (!strcmp(t, "digest=1")) r->digest = 1;
-    else if (!strcmp(t, "quiet=1")) r->quiet = 1;
-  }
+  const TestAgentOption options_table[] = {TA_STRING_OPTION("name", r->name),
+                                            {"interval", TA_OPTION_INT, &interval, 0, &set_interval},
+                                            TA_OPTION("digest", TA_OPTION_FLAG, &r->digest),
+                                            TA_OPTION("quiet", TA_OPTION_FLAG, &r->quiet), TA_OPTIONS_END};
+  if (TestAgentParseOptions("recorder", options, options_table)) return 1;
   vmtiEnv* env = TestAgentEnv(vm);
   if (!env || (*env)->SetEnvironmentLocalStorage(env, r) != VMTI_ERROR_NONE) return 1;
   r->env = env;

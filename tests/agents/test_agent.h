@@ -24,6 +24,8 @@
 #define MINIVM_TESTS_AGENTS_TEST_AGENT_H_
 
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "vmti/vmti.h"
@@ -79,7 +81,8 @@ static inline vmtiError TestAgentSetUp(vmtiEnv* env, const TestAgentSetup* s) {
       (e = (*env)->SetHeapSamplingInterval(env, s->interval)) != VMTI_ERROR_NONE)
     return e;
   for (const vmtiEvent* ev = s->events; ev && *ev; ev++)
-    if ((e = (*env)->SetEventNotificationMode(env, VMTI_ENABLE, *ev, NULL)) != VMTI_ERROR_NONE) return e;
+    if ((e = (*env)->SetEventNotificationMode(env, VMTI_ENABLE, *ev, NULL)) != VMTI_ERROR_NONE)
+      return e;
   return VMTI_ERROR_NONE;
 }
 
@@ -113,6 +116,78 @@ static inline char* TestAgentNextOption(TestAgentOptions* o) {
   o->item[n] = '\0';
   o->rest += len;
   return o->item;
+}
+
+/* Options by table: each entry names an option and where its value goes.
+ *
+ *   static const TestAgentOption kOptions[] = {
+ *       TA_OPTION("interval", TA_OPTION_INT, &g_interval),
+ *       TA_STRING_OPTION("only", g_only), TA_OPTIONS_END};
+ *   if (TestAgentParseOptions("threadfilter", options, kOptions)) return 1;
+ *
+ * An item "name=value" matches the entry `name`. TA_OPTION_INT stores a
+ * vmtiInt, TA_OPTION_LONG a long long, TA_OPTION_FLAG stores 1 for
+ * "name=1" (and 0 for "name=0"), TA_OPTION_STRING copies the value into a
+ * char buffer of `size` bytes, cut to fit. `given`, when set, is set to 1
+ * when the option appears. An item that names no entry, or a number that
+ * does not parse, is an error: "<agent>: bad option <item>" on stderr and
+ * a non-zero result, so a misspelt option in a test fails the test
+ * instead of being ignored. */
+typedef enum {
+  TA_OPTION_INT,
+  TA_OPTION_LONG,
+  TA_OPTION_FLAG,
+  TA_OPTION_STRING
+} TestAgentOptionKind;
+
+typedef struct {
+  const char* name;
+  TestAgentOptionKind kind;
+  void* target;
+  size_t size;
+  int* given;
+} TestAgentOption;
+
+#define TA_OPTION(name, kind, target) \
+  { (name), (kind), (target), 0, NULL }
+#define TA_STRING_OPTION(name, buffer) \
+  { (name), TA_OPTION_STRING, (buffer), sizeof(buffer), NULL }
+#define TA_OPTIONS_END \
+  { NULL, TA_OPTION_INT, NULL, 0, NULL }
+
+static inline int TestAgentParseNumber(const char* s, long long* out) {
+  char* end = NULL;
+  long long v = strtoll(s, &end, 10);
+  if (end == s || *end) return 0;
+  *out = v;
+  return 1;
+}
+
+static inline int TestAgentParseOptions(const char* agent, const char* options,
+                                        const TestAgentOption* table) {
+  TestAgentOptions o = {.rest = options};
+  for (char* t; (t = TestAgentNextOption(&o)) != NULL;) {
+    char* eq = strchr(t, '=');
+    const TestAgentOption* e = table;
+    if (eq)
+      for (; e->name; e++)
+        if ((size_t)(eq - t) == strlen(e->name) && !strncmp(t, e->name, (size_t)(eq - t))) break;
+    long long v = 0;
+    int ok = eq && e->name;
+    if (ok && e->kind == TA_OPTION_STRING)
+      snprintf((char*)e->target, e->size, "%s", eq + 1);
+    else if (ok)
+      ok = TestAgentParseNumber(eq + 1, &v);
+    if (ok && e->kind == TA_OPTION_INT) *(vmtiInt*)e->target = (vmtiInt)v;
+    if (ok && e->kind == TA_OPTION_LONG) *(long long*)e->target = v;
+    if (ok && e->kind == TA_OPTION_FLAG) *(int*)e->target = v != 0;
+    if (!ok) {
+      fprintf(stderr, "%s: bad option %s\n", agent, t);
+      return 1;
+    }
+    if (e->given) *e->given = 1;
+  }
+  return 0;
 }
 
 /* Whether klass's signature is `name` (0 if it cannot be read). */

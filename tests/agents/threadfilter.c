@@ -121,11 +121,9 @@ static void on_death(vmtiEnv* env) {
 
 VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
   (void)reserved;
-  TestAgentOptions o = {.rest = options};
-  for (char* t; (t = TestAgentNextOption(&o)) != NULL;) {
-    if (!strncmp(t, "interval=", 9)) g_interval = (vmtiInt)atol(t + 9);
-    else if (!strncmp(t, "only=", 5)) snprintf(g_only, sizeof g_only, "%.31s", t + 5);
-  }
+  static const TestAgentOption kOptions[] = {
+      TA_OPTION("interval", TA_OPTION_INT, &g_interval), TA_STRING_OPTION("only", g_only), TA_OPTIONS_END};
+  if (TestAgentParseOptions("threadfilter", options, kOptions)) return 1;
   static const vmtiEvent kEvents[] = {VMTI_EVENT_THREAD_START, VMTI_EVENT_VM_DEATH, 0};
   TestAgentSetup s = {.capabilities = TA_SAMPLED_ALLOC,
                       .callbacks = {.SampledObjectAlloc = on_sample, .ThreadStart = on_thread_start,

@@ -139,25 +139,14 @@ class ToolTest : public ::testing::Test {
   // order: agents first, then VM::Create, AttachVm, Run). Returns the exit
   // code; the program's output is discarded.
   int Run(std::unique_ptr<Program> program, VmOptions options = {}) {
-    FILE* out = std::tmpfile();
-    FILE* err = std::tmpfile();
-    options.out = out;
-    options.err = err;
-    options.exit_process = false;
-    options.heap.max_heap_bytes = size_t{64} << 20;
-    int code = -1;
-    {
-      absl::StatusOr<std::unique_ptr<VM>> vm = VM::Create(std::move(program), options);
-      EXPECT_TRUE(vm.ok()) << vm.status();
-      if (vm.ok()) {
-        tools_->AttachVm(vm->get());
-        code = (*vm)->Run();
-      }
-    }
+    minivm::testing::RunHooks hooks;
+    hooks.before_run = [this](VM& vm) { tools_->AttachVm(&vm); };
+    minivm::testing::RunResult r =
+        minivm::testing::RunProgram(std::move(program), std::move(options), hooks);
     CurrentAgentThreadState().thread = nullptr;
-    err_ = minivm::testing::ReadAll(err);
-    minivm::testing::ReadAll(out);
-    return code;
+    EXPECT_NE(r.exit_code, -1) << r.err;
+    err_ = std::move(r.err);
+    return r.exit_code;
   }
 
   // main() { repeat n: local0 = new P(); [gc()]; return null; }: `n`

@@ -16,12 +16,7 @@ std::unique_ptr<Program> LeafCallProgram() {
   const uint32_t g_fn = pb.AddFunction("g", 1, 1, 1, g);
   Asm f;
   f.Load(0).Call(g_fn, 1).Int(1).Op(Opcode::ADD).Ret();
-  const uint32_t f_fn = pb.AddFunction("f", 1, 1, 2, f);
-  Asm main;
-  for (int i = 0; i < 3; ++i) main.Int(i).Call(f_fn, 1).Op(Opcode::POP);
-  main.Null().Ret();
-  pb.SetMain(pb.AddFunction("main", 0, 0, 2, main));
-  return pb.Build();
+  return BuildWithMain(pb, CallsWithInts(pb.AddFunction("f", 1, 1, 2, f)), 0, 2);
 }
 
 TEST(CallsIrTest, OptimisedCodeInlinesASmallLeafQuickCodeCallsIt) {
@@ -69,9 +64,7 @@ std::unique_ptr<Program> RecursiveProgram() {
   Asm main;
   for (int i = 0; i < 3; ++i) main.Int(10).Call(down_fn, 1).Op(Opcode::POP);
   for (int i = 0; i < 3; ++i) main.Int(10).Call(obj_fn, 1).Op(Opcode::POP);
-  main.Null().Ret();
-  pb.SetMain(pb.AddFunction("main", 0, 0, 2, main));
-  return pb.Build();
+  return BuildWithMain(pb, main, 0, 2);
 }
 
 TEST(CallsIrTest, ASelfCallProvenToReturnIntsAddsWithoutATagTest) {

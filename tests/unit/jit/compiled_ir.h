@@ -20,40 +20,35 @@ enum class IrTier {
   kOptimised,  // --jit=auto --jit-sync --jit-threshold=1 --jit-opt=0: as emitted
 };
 
+// A hook that installs a JIT configured by `config` before the run
+// (eager compiles everything first), as vm/main.cc does.
+inline RunHooks WithJit(const jit::JitConfig& config) {
+  RunHooks hooks;
+  hooks.before_run = [config](VM& vm) {
+    absl::StatusOr<std::unique_ptr<jit::Jit>> jit = jit::Jit::Create(&vm, config);
+    ASSERT_TRUE(jit.ok()) << jit.status();
+    if (config.mode == JitMode::kEager) (*jit)->CompileAll();
+    vm.InstallJit(*std::move(jit), config.threshold);
+  };
+  return hooks;
+}
+
 // Runs `program` with --print-jit in `tier` and returns the IR printed for
 // the function `name` (empty if it was not compiled). The program's own
 // output is discarded; its exit code is checked.
 inline std::string CompiledIr(std::unique_ptr<Program> program, IrTier tier,
                               const std::string& name) {
-  FILE* out = std::tmpfile();
-  FILE* err = std::tmpfile();
   FILE* log = std::tmpfile();
-  VmOptions options;
-  options.out = out;
-  options.err = err;
-  options.exit_process = false;
-  options.heap.max_heap_bytes = size_t{64} << 20;
-  int exit_code = -1;
-  {
-    absl::StatusOr<std::unique_ptr<VM>> vm = VM::Create(std::move(program), options);
-    EXPECT_TRUE(vm.ok()) << vm.status();
-    jit::JitConfig config;
-    config.mode = tier == IrTier::kQuick ? JitMode::kEager : JitMode::kAuto;
-    config.sync = true;
-    config.print = true;
-    config.print_only = name;
-    config.opt_level = 0;
-    config.log = log;
-    config.threshold = tier == IrTier::kQuick ? uint32_t{1} << 30 : 1;
-    absl::StatusOr<std::unique_ptr<jit::Jit>> jit = jit::Jit::Create(vm->get(), config);
-    EXPECT_TRUE(jit.ok()) << jit.status();
-    if (config.mode == JitMode::kEager) (*jit)->CompileAll();
-    (*vm)->InstallJit(*std::move(jit), config.threshold);
-    exit_code = (*vm)->Run();
-  }
-  ReadAll(out);  // ReadAll closes each file
-  const std::string errors = ReadAll(err);
-  EXPECT_EQ(exit_code, 0) << errors;
+  jit::JitConfig config;
+  config.mode = tier == IrTier::kQuick ? JitMode::kEager : JitMode::kAuto;
+  config.sync = true;
+  config.print = true;
+  config.print_only = name;
+  config.opt_level = 0;
+  config.log = log;
+  config.threshold = tier == IrTier::kQuick ? uint32_t{1} << 30 : 1;
+  const RunResult r = RunProgram(std::move(program), {}, WithJit(config));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
   return ReadAll(log);
 }
 

@@ -17,15 +17,8 @@ std::unique_ptr<Program> AddAndLoopProgram() {
   add.Load(0).Load(1).Op(Opcode::ADD).Ret();
   const uint32_t add_fn = pb.AddFunction("add", 2, 2, 2, add);
   Asm main;
-  main.Int(0).Store(0);
-  const size_t head = main.here();
-  main.Load(0).Int(3).Op(Opcode::LT);
-  const size_t exit = main.Jump(Opcode::JUMP_IF_FALSE);
-  main.Load(0).Int(1).Call(add_fn, 2).Store(0).Loop(head);
-  main.Bind(exit);
-  main.Null().Ret();
-  pb.SetMain(pb.AddFunction("main", 0, 1, 2, main));
-  return pb.Build();
+  EmitCountingLoop(main, 0, 3, [add_fn](Asm& a) { a.Call(add_fn, 2); });
+  return BuildWithMain(pb, main, 1, 2);
 }
 
 TEST(IrGeneratorTest, TheNormalEntryTakesTheArgumentsInRegisters) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/unit/jit/compiled_ir.h"
 #include "tests/unit/vm/program_builder.h"
 #include "vm/jit/runtime.h"
 #include "vm/runtime/vm.h"
@@ -35,32 +36,21 @@ jit::JitConfig JitConfigFor(JitMode mode, bool sync = false) {
 // compiles everything first.
 JitRun RunWithJit(std::unique_ptr<Program> program, jit::JitConfig config, uint32_t threshold) {
   JitRun r;
-  FILE* out = std::tmpfile();
-  FILE* err = std::tmpfile();
   FILE* log = std::tmpfile();
-  VmOptions options;
-  options.out = out;
-  options.err = err;
-  options.exit_process = false;
-  options.heap.max_heap_bytes = size_t{64} << 20;
-  {
-    absl::StatusOr<std::unique_ptr<VM>> vm = VM::Create(std::move(program), options);
-    EXPECT_TRUE(vm.ok()) << vm.status();
-    config.log = log;
-    config.verbose = true;
-    config.threshold = threshold;
-    absl::StatusOr<std::unique_ptr<jit::Jit>> jit = jit::Jit::Create(vm->get(), config);
-    EXPECT_TRUE(jit.ok()) << jit.status();
-    if (config.mode == JitMode::kEager) (*jit)->CompileAll();
-    (*vm)->InstallJit(*std::move(jit), threshold);
-    r.exit_code = (*vm)->Run();
-    for (const auto& fn : (*vm)->program().functions) {
+  config.log = log;
+  config.verbose = true;
+  config.threshold = threshold;
+  RunHooks hooks = WithJit(config);
+  hooks.after_run = [&r](VM& vm) {
+    for (const auto& fn : vm.program().functions) {
       r.states.push_back(fn->jit_state.load());
       r.hotness.push_back(fn->hotness.load());
     }
-  }
-  r.out = ReadAll(out);
-  r.err = ReadAll(err);
+  };
+  RunResult run = RunProgram(std::move(program), {}, hooks);
+  r.exit_code = run.exit_code;
+  r.out = std::move(run.out);
+  r.err = std::move(run.err);
   r.jit_log = ReadAll(log);
   return r;
 }
@@ -156,12 +146,7 @@ TEST(JitTest, SyncTieringCompilesAHotFunctionAtTheThreshold) {
 ProgramBuilder CountingLoopProgram(uint32_t* main_fn) {
   ProgramBuilder pb;
   Asm main;
-  main.Int(0).Store(0);
-  const size_t head = main.here();
-  main.Load(0).Int(1000).Op(Opcode::LT);
-  const size_t exit = main.Jump(Opcode::JUMP_IF_FALSE);
-  main.Load(0).Int(1).Op(Opcode::ADD).Store(0).Loop(head);
-  main.Bind(exit);
+  EmitCountingLoop(main, 0, 1000);
   main.Load(0).Builtin(Builtin::k_print, 1).Op(Opcode::POP).Null().Ret();
   *main_fn = pb.AddFunction("main", 0, 1, 2, main);
   pb.SetMain(*main_fn);

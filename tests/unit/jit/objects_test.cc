@@ -21,9 +21,7 @@ std::unique_ptr<Program> FieldsProgram() {
   Asm main;
   main.New(pair, 0).Int(1).Int(2).Op(Opcode::INIT_FIELDS).U32(pair).U8(2).Store(0);
   for (int i = 0; i < 3; ++i) main.Load(0).Call(sum_fn, 1).Op(Opcode::POP);
-  main.Null().Ret();
-  pb.SetMain(pb.AddFunction("main", 0, 1, 3, main));
-  return pb.Build();
+  return BuildWithMain(pb, main, 1, 3);
 }
 
 TEST(ObjectsIrTest, ASecondFieldAccessThroughALocalSkipsTheObjectTest) {
@@ -49,9 +47,7 @@ std::unique_ptr<Program> StoreProgram() {
   Asm main;
   main.Int(4).Builtin(Builtin::k_array, 1).Store(0);
   for (int i = 0; i < 3; ++i) main.Load(0).Load(0).Call(put_fn, 2).Op(Opcode::POP);
-  main.Null().Ret();
-  pb.SetMain(pb.AddFunction("main", 0, 1, 3, main));
-  return pb.Build();
+  return BuildWithMain(pb, main, 1, 3);
 }
 
 TEST(ObjectsIrTest, AStoredReferenceMarksItsCardAndIsARelease) {

@@ -17,12 +17,7 @@ std::unique_ptr<Program> MulSubProgram(bool constants) {
   } else {
     f.Load(0).Int(2).Op(Opcode::MUL).Load(0).Int(3).Op(Opcode::MUL).Op(Opcode::SUB).Ret();
   }
-  const uint32_t f_fn = pb.AddFunction("f", 1, 1, 3, f);
-  Asm main;
-  for (int i = 0; i < 3; ++i) main.Int(i).Call(f_fn, 1).Op(Opcode::POP);
-  main.Null().Ret();
-  pb.SetMain(pb.AddFunction("main", 0, 0, 2, main));
-  return pb.Build();
+  return BuildWithMain(pb, CallsWithInts(pb.AddFunction("f", 1, 1, 3, f)), 0, 2);
 }
 
 TEST(OperatorsIrTest, OperatorsOnProvenIntsAreTheirFastPathAlone) {

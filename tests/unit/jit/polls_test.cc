@@ -21,15 +21,8 @@ TEST(PollPlacementTest, QuickCodePollsAtEveryCallOptimisedAtTheFirstOnAPath) {
 std::unique_ptr<Program> LoopProgram() {
   ProgramBuilder pb;
   Asm main;
-  main.Int(0).Store(0);
-  const size_t head = main.here();
-  main.Load(0).Int(100).Op(Opcode::LT);
-  const size_t exit = main.Jump(Opcode::JUMP_IF_FALSE);
-  main.Load(0).Int(1).Op(Opcode::ADD).Store(0).Loop(head);
-  main.Bind(exit);
-  main.Null().Ret();
-  pb.SetMain(pb.AddFunction("main", 0, 1, 2, main));
-  return pb.Build();
+  EmitCountingLoop(main, 0, 100);
+  return BuildWithMain(pb, main, 1, 2);
 }
 
 TEST(PollIrTest, TheBackEdgePollsAndQuickCodeCountsHotness) {
@@ -46,22 +39,12 @@ TEST(PollIrTest, TheBackEdgePollsAndQuickCodeCountsHotness) {
 std::unique_ptr<Program> TwoCallsProgram() {
   ProgramBuilder pb;
   Asm id;
-  id.Int(0).Store(1);
-  const size_t head = id.here();
-  id.Load(1).Int(1).Op(Opcode::LT);
-  const size_t exit = id.Jump(Opcode::JUMP_IF_FALSE);
-  id.Load(1).Int(1).Op(Opcode::ADD).Store(1).Loop(head);
-  id.Bind(exit);
+  EmitCountingLoop(id, 1, 1);
   id.Load(0).Ret();
   const uint32_t id_fn = pb.AddFunction("id", 1, 2, 2, id);
   Asm twice;
   twice.Load(0).Call(id_fn, 1).Load(0).Call(id_fn, 1).Op(Opcode::ADD).Ret();
-  const uint32_t twice_fn = pb.AddFunction("twice", 1, 1, 2, twice);
-  Asm main;
-  for (int i = 0; i < 3; ++i) main.Int(i).Call(twice_fn, 1).Op(Opcode::POP);
-  main.Null().Ret();
-  pb.SetMain(pb.AddFunction("main", 0, 0, 2, main));
-  return pb.Build();
+  return BuildWithMain(pb, CallsWithInts(pb.AddFunction("twice", 1, 1, 2, twice)), 0, 2);
 }
 
 TEST(PollIrTest, OptimisedCodePollsOnlyAtTheFirstCallOnAPath) {

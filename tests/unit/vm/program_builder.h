@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -176,8 +177,19 @@ inline std::string ReadAll(FILE* f) {
   return s;
 }
 
-// Runs a program in-process (exit_process off), capturing stdout and stderr.
-inline RunResult RunProgram(std::unique_ptr<Program> program, VmOptions options = {}) {
+// What a test does to the VM around its run: before Run (install a JIT,
+// attach the tool interface) and after it, while the VM still exists (read
+// per-function state).
+struct RunHooks {
+  std::function<void(VM&)> before_run;
+  std::function<void(VM&)> after_run;
+};
+
+// Runs a program in-process (exit_process off), capturing stdout and stderr;
+// a 64 MiB heap unless `options` sets one. If the VM cannot be created, err
+// is the reason and exit_code -1.
+inline RunResult RunProgram(std::unique_ptr<Program> program, VmOptions options = {},
+                            const RunHooks& hooks = {}) {
   RunResult r;
   FILE* out = std::tmpfile();
   FILE* err = std::tmpfile();
@@ -195,11 +207,48 @@ inline RunResult RunProgram(std::unique_ptr<Program> program, VmOptions options 
       std::fclose(err);
       return r;
     }
+    if (hooks.before_run) hooks.before_run(**vm);
     r.exit_code = (*vm)->Run();
+    if (hooks.after_run) hooks.after_run(**vm);
   }
   r.out = ReadAll(out);
   r.err = ReadAll(err);
   return r;
+}
+
+// Emits `slot = 0; while (slot < limit) slot = slot + 1;` into `a`. `step`
+// replaces the + 1 when given: it finds slot and 1 on the stack and leaves
+// the new value (a call of add(slot, 1), say).
+inline void EmitCountingLoop(Asm& a, uint16_t slot, int64_t limit,
+                             const std::function<void(Asm&)>& step = {}) {
+  a.Int(0).Store(slot);
+  const size_t head = a.here();
+  a.Load(slot).Int(limit).Op(Opcode::LT);
+  const size_t exit = a.Jump(Opcode::JUMP_IF_FALSE);
+  a.Load(slot).Int(1);
+  if (step) {
+    step(a);
+  } else {
+    a.Op(Opcode::ADD);
+  }
+  a.Store(slot).Loop(head);
+  a.Bind(exit);
+}
+
+// Ends `main` with `return null`, makes it the program's main function
+// (no arguments, `locals` locals, stack depth `stack`) and builds.
+inline std::unique_ptr<Program> BuildWithMain(ProgramBuilder& pb, Asm main, uint16_t locals,
+                                              uint16_t stack) {
+  main.Null().Ret();
+  pb.SetMain(pb.AddFunction("main", 0, locals, stack, main));
+  return pb.Build();
+}
+
+// A main body that calls `fn` with 0, 1, ..., times - 1, dropping each result.
+inline Asm CallsWithInts(uint32_t fn, int times = 3) {
+  Asm main;
+  for (int i = 0; i < times; ++i) main.Int(i).Call(fn, 1).Op(Opcode::POP);
+  return main;
 }
 
 // `1; if (!1) skip; 2; skip: 7; return`: the two paths reach `7` at
