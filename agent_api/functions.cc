@@ -68,23 +68,23 @@ vmtiError Enter(vmtiEnv* env, unsigned phases, bool restricted_ok, Environment**
 // Inside a heap walk's callback the world is stopped by the calling thread:
 // whatever needs a safepoint, allocates on the heap or collects would wait
 // for itself (docs/agent-api.md, "Heap walking").
-#define VMTI_NOT_IN_HEAP_CALLBACK()                           \
-  if (CurrentAgentThreadState().heap_callback_depth > 0) {    \
-    return VMTI_ERROR_WRONG_PHASE;                            \
+#define VMTI_NOT_IN_HEAP_CALLBACK()                        \
+  if (CurrentAgentThreadState().heap_callback_depth > 0) { \
+    return VMTI_ERROR_WRONG_PHASE;                         \
   }
 
-#define VMTI_ENTER(env, phases, restricted_ok)                          \
-  Environment* e = nullptr;                                            \
+#define VMTI_ENTER(env, phases, restricted_ok)                                           \
+  Environment* e = nullptr;                                                              \
   if (vmtiError err_ = Enter(env, phases, restricted_ok, &e); err_ != VMTI_ERROR_NONE) { \
-    return err_;                                                       \
+    return err_;                                                                         \
   }
 
 // Back in the VM for the rest of the function (may wait for a collection).
 #define VMTI_IN_VM() VmScope in_vm_
 
 // Object addresses stay valid until the function returns (ObjectAccessScope).
-#define VMTI_OBJECTS_STABLE()                                    \
-  ObjectAccessScope objects_stable_(e->tool->vm()->heap());      \
+#define VMTI_OBJECTS_STABLE()                               \
+  ObjectAccessScope objects_stable_(e->tool->vm()->heap()); \
   if (!objects_stable_.ok()) return VMTI_ERROR_WRONG_PHASE
 
 #define VMTI_NOT_NULL(p) \
@@ -372,7 +372,8 @@ vmtiError GetAllThreads(vmtiEnv* env, vmtiInt* threads_count_ptr, vmtiThread** t
   VMTI_NOT_NULL(threads_count_ptr);
   VMTI_NOT_NULL(threads_ptr);
   const std::vector<VMThread*> live = e->tool->vm()->LiveThreads();
-  auto* out = static_cast<vmtiThread*>(std::malloc(sizeof(vmtiThread) * std::max<size_t>(1, live.size())));
+  auto* out =
+      static_cast<vmtiThread*>(std::malloc(sizeof(vmtiThread) * std::max<size_t>(1, live.size())));
   if (out == nullptr) return VMTI_ERROR_OUT_OF_MEMORY;
   for (size_t i = 0; i < live.size(); ++i) out[i] = reinterpret_cast<vmtiThread>(live[i]);
   *threads_count_ptr = static_cast<vmtiInt>(live.size());
@@ -432,8 +433,7 @@ vmtiError WithThreadStopped(Environment* e, VMThread* t, F&& read) {
 }
 
 vmtiError GetStackTrace(vmtiEnv* env, vmtiThread thread, vmtiInt start_depth,
-                        vmtiInt max_frame_count, vmtiFrameInfo* frame_buffer,
-                        vmtiInt* count_ptr) {
+                        vmtiInt max_frame_count, vmtiFrameInfo* frame_buffer, vmtiInt* count_ptr) {
   VMTI_ENTER(env, kLive, false);
   VMTI_NOT_IN_HEAP_CALLBACK();
   VMTI_NOT_NULL(frame_buffer);
@@ -461,12 +461,11 @@ vmtiError GetFrameCount(vmtiEnv* env, vmtiThread thread, vmtiInt* count_ptr) {
 // One block for the whole result, freed with one Deallocate: the
 // vmtiStackInfo array, then every thread's frames.
 vmtiError PackStacks(const std::vector<VMThread*>& threads,
-                     const std::vector<std::vector<vmtiFrameInfo>>& frames,
-                     vmtiStackInfo** out) {
+                     const std::vector<std::vector<vmtiFrameInfo>>& frames, vmtiStackInfo** out) {
   size_t total = 0;
   for (const auto& f : frames) total += f.size();
-  const size_t bytes = sizeof(vmtiStackInfo) * std::max<size_t>(1, threads.size()) +
-                       sizeof(vmtiFrameInfo) * total;
+  const size_t bytes =
+      sizeof(vmtiStackInfo) * std::max<size_t>(1, threads.size()) + sizeof(vmtiFrameInfo) * total;
   auto* block = static_cast<unsigned char*>(std::malloc(bytes));
   if (block == nullptr) return VMTI_ERROR_OUT_OF_MEMORY;
   auto* info = reinterpret_cast<vmtiStackInfo*>(block);
@@ -563,8 +562,8 @@ vmtiError GetThreadParent(vmtiEnv* env, vmtiThread thread, vmtiThread* parent_pt
   return VMTI_ERROR_NONE;
 }
 
-vmtiError GetMethodName(vmtiEnv* env, vmtiMethodID method, char** name_ptr,
-                        char** signature_ptr, char** generic_ptr) {
+vmtiError GetMethodName(vmtiEnv* env, vmtiMethodID method, char** name_ptr, char** signature_ptr,
+                        char** generic_ptr) {
   VMTI_ENTER(env, kLive, false);
   const Function* fn = ResolveMethod(e, method);
   if (fn == nullptr) return VMTI_ERROR_INVALID_METHODID;
@@ -603,14 +602,24 @@ vmtiError GetMethodSourceFile(vmtiEnv* env, vmtiMethodID method, char** source_n
 
 // ---- Objects and classes -----------------------------------------------
 
-#define VMTI_RESOLVE_OBJECT(handle, var)                        \
-  gc::Object* var = e->tool->ResolveObject(handle);             \
+#define VMTI_RESOLVE_OBJECT(handle, var)            \
+  gc::Object* var = e->tool->ResolveObject(handle); \
   if (var == nullptr) return VMTI_ERROR_INVALID_OBJECT
 
+// The entry of a function on one object, live phase only: objects stay
+// where they are until it returns, `allowed` (the capability the function
+// needs) is checked before the object, and `var` is the object `handle`
+// names.
+#define VMTI_ENTER_OBJECT_IF(env, handle, var, allowed)      \
+  VMTI_ENTER(env, kLive, false);                             \
+  VMTI_OBJECTS_STABLE();                                     \
+  if (!(allowed)) return VMTI_ERROR_MUST_POSSESS_CAPABILITY; \
+  VMTI_RESOLVE_OBJECT(handle, var)
+
+#define VMTI_ENTER_OBJECT(env, handle, var) VMTI_ENTER_OBJECT_IF(env, handle, var, true)
+
 vmtiError GetObjectClass(vmtiEnv* env, vmtiObject object, vmtiClass* klass_ptr) {
-  VMTI_ENTER(env, kLive, false);
-  VMTI_OBJECTS_STABLE();
-  VMTI_RESOLVE_OBJECT(object, obj);
+  VMTI_ENTER_OBJECT(env, object, obj);
   VMTI_NOT_NULL(klass_ptr);
   *klass_ptr = reinterpret_cast<vmtiClass>(const_cast<gc::ClassLayout*>(obj->klass));
   return VMTI_ERROR_NONE;
@@ -629,37 +638,27 @@ vmtiError GetClassSignature(vmtiEnv* env, vmtiClass klass, char** signature_ptr,
 }
 
 vmtiError GetObjectSize(vmtiEnv* env, vmtiObject object, vmtiLong* size_ptr) {
-  VMTI_ENTER(env, kLive, false);
-  VMTI_OBJECTS_STABLE();
-  VMTI_RESOLVE_OBJECT(object, obj);
+  VMTI_ENTER_OBJECT(env, object, obj);
   VMTI_NOT_NULL(size_ptr);
   *size_ptr = static_cast<vmtiLong>(obj->Size());
   return VMTI_ERROR_NONE;
 }
 
 vmtiError GetTag(vmtiEnv* env, vmtiObject object, vmtiLong* tag_ptr) {
-  VMTI_ENTER(env, kLive, false);
-  VMTI_OBJECTS_STABLE();
-  if (!e->Capabilities().can_tag_objects) return VMTI_ERROR_MUST_POSSESS_CAPABILITY;
-  VMTI_RESOLVE_OBJECT(object, obj);
+  VMTI_ENTER_OBJECT_IF(env, object, obj, e->Capabilities().can_tag_objects);
   VMTI_NOT_NULL(tag_ptr);
   *tag_ptr = e->tags.Get(*e->tool->vm()->heap(), obj);
   return VMTI_ERROR_NONE;
 }
 
 vmtiError SetTag(vmtiEnv* env, vmtiObject object, vmtiLong tag) {
-  VMTI_ENTER(env, kLive, false);
-  VMTI_OBJECTS_STABLE();
-  if (!e->Capabilities().can_tag_objects) return VMTI_ERROR_MUST_POSSESS_CAPABILITY;
-  VMTI_RESOLVE_OBJECT(object, obj);
+  VMTI_ENTER_OBJECT_IF(env, object, obj, e->Capabilities().can_tag_objects);
   e->tags.Set(*e->tool->vm()->heap(), e->id, obj, tag);
   return VMTI_ERROR_NONE;
 }
 
 vmtiError NewWeakRef(vmtiEnv* env, vmtiObject object, vmtiWeak* weak_ptr) {
-  VMTI_ENTER(env, kLive, false);
-  VMTI_OBJECTS_STABLE();
-  VMTI_RESOLVE_OBJECT(object, obj);
+  VMTI_ENTER_OBJECT(env, object, obj);
   VMTI_NOT_NULL(weak_ptr);
   *weak_ptr = e->tool->NewWeakRef(obj);
   return VMTI_ERROR_NONE;
@@ -681,9 +680,7 @@ vmtiError DeleteWeakRef(vmtiEnv* env, vmtiWeak weak) {
 }
 
 vmtiError GetObjectGeneration(vmtiEnv* env, vmtiObject object, vmtiGeneration* generation_ptr) {
-  VMTI_ENTER(env, kLive, false);
-  VMTI_OBJECTS_STABLE();
-  VMTI_RESOLVE_OBJECT(object, obj);
+  VMTI_ENTER_OBJECT(env, object, obj);
   VMTI_NOT_NULL(generation_ptr);
   *generation_ptr =
       e->tool->vm()->heap()->IsYoung(obj) ? VMTI_GENERATION_YOUNG : VMTI_GENERATION_OLD;
@@ -697,8 +694,8 @@ vmtiError GetSampleInfo(vmtiEnv* env, vmtiSampleInfo* info_ptr) {
   if (ts.sample == nullptr) return VMTI_ERROR_NOT_AVAILABLE;
   info_ptr->sample_count = static_cast<vmtiLong>(ts.sample->sample_count);
   info_ptr->interval = ts.sample->interval;
-  info_ptr->generation = ts.sample_generation == gc::Generation::kYoung ? VMTI_GENERATION_YOUNG
-                                                                        : VMTI_GENERATION_OLD;
+  info_ptr->generation =
+      ts.sample_generation == gc::Generation::kYoung ? VMTI_GENERATION_YOUNG : VMTI_GENERATION_OLD;
   info_ptr->weight = ts.sample->weight;
   return VMTI_ERROR_NONE;
 }

@@ -442,12 +442,18 @@ void ToolInterface::OnVMInit(VMThread* main) {
   CurrentAgentThreadState().thread = main;
   phase_.store(VMTI_PHASE_LIVE, std::memory_order_release);
   ReconfigureSampling();
+  PostThreadEvent(VMTI_EVENT_VM_INIT, &vmtiEventCallbacks::VMInit, main);
+}
+
+void ToolInterface::PostThreadEvent(vmtiEvent event,
+                                    void (*vmtiEventCallbacks::*callback)(vmtiEnv*, vmtiThread),
+                                    VMThread* thread) {
   ForEachEnvironment([&](Environment* env) {
-    if (!env->ShouldPost(VMTI_EVENT_VM_INIT, main)) return;
+    if (!env->ShouldPost(event, thread)) return;
     CallbackScope scope(CurrentAgentThreadState());
-    if (auto cb = env->Callbacks().VMInit) {
+    if (auto cb = env->Callbacks().*callback) {
       NativeScope native;
-      cb(env->AsVmti(), AsHandle(main));
+      cb(env->AsVmti(), AsHandle(thread));
     }
   });
 }
@@ -485,14 +491,7 @@ void ToolInterface::OnVMDeath(VMThread* current) {
 void ToolInterface::OnThreadStart(VMThread* thread) {
   CurrentAgentThreadState().thread = thread;
   if (phase() != VMTI_PHASE_LIVE || EventsStoppedHere()) return;
-  ForEachEnvironment([&](Environment* env) {
-    if (!env->ShouldPost(VMTI_EVENT_THREAD_START, thread)) return;
-    CallbackScope scope(CurrentAgentThreadState());
-    if (auto cb = env->Callbacks().ThreadStart) {
-      NativeScope native;
-      cb(env->AsVmti(), AsHandle(thread));
-    }
-  });
+  PostThreadEvent(VMTI_EVENT_THREAD_START, &vmtiEventCallbacks::ThreadStart, thread);
 }
 
 void ToolInterface::OnThreadEnd(VMThread* thread) {
@@ -500,14 +499,7 @@ void ToolInterface::OnThreadEnd(VMThread* thread) {
   // OnThreadStart.
   CurrentAgentThreadState().thread = thread;
   if (phase() == VMTI_PHASE_LIVE && !EventsStoppedHere()) {
-    ForEachEnvironment([&](Environment* env) {
-      if (!env->ShouldPost(VMTI_EVENT_THREAD_END, thread)) return;
-      CallbackScope scope(CurrentAgentThreadState());
-      if (auto cb = env->Callbacks().ThreadEnd) {
-        NativeScope native;
-        cb(env->AsVmti(), AsHandle(thread));
-      }
-    });
+    PostThreadEvent(VMTI_EVENT_THREAD_END, &vmtiEventCallbacks::ThreadEnd, thread);
   }
   // Per-thread enables die with the thread (its address may be reused).
   ForEachEnvironment([&](Environment* env) {

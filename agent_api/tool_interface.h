@@ -313,6 +313,11 @@ class ToolInterface final : public ToolHooks,
   // (.dispatch).
   template <typename Fn>
   void ForEachEnvironment(Fn fn);
+  // Posts a thread event (VMInit, ThreadStart, ThreadEnd: `callback` is its
+  // member of vmtiEventCallbacks) about `thread` to each environment that
+  // wants it, the callback in native state.
+  void PostThreadEvent(vmtiEvent event, void (*vmtiEventCallbacks::*callback)(vmtiEnv*, vmtiThread),
+                       VMThread* thread);
   // The live environment of this tool in pool slot `id`, or null.
   Environment* EnvironmentInSlot(int id) const;
   // Environments made so far: the next one's serial.

@@ -31,6 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../agents/common/frame_key.h"
 #include "../agents/heapprof/heap_profile.h"
 
 namespace collector {
@@ -60,18 +61,7 @@ class Session {
   int64_t interval() const { return interval_; }
 
  private:
-  struct FrameKey {
-    uint64_t method;
-    int64_t location;
-    bool operator==(const FrameKey& o) const {
-      return method == o.method && location == o.location;
-    }
-  };
-  struct FrameKeyHash {
-    size_t operator()(const FrameKey& k) const {
-      return std::hash<uint64_t>()(k.method) * 1000003u ^ std::hash<int64_t>()(k.location);
-    }
-  };
+  using FrameKey = agent::FrameKey<uint64_t>;
   struct MethodNames {
     std::string name, file;
   };
@@ -86,7 +76,7 @@ class Session {
   // Entry 0 of frames_, stacks_ and symbols_ is "<unknown>": it stands for
   // an empty stack, and heapprof's writer falls back to it.
   std::vector<FrameKey> frames_{FrameKey{0, 0}};
-  std::unordered_map<FrameKey, uint32_t, FrameKeyHash> frame_index_;
+  std::unordered_map<FrameKey, uint32_t, FrameKey::Hash> frame_index_;
   std::vector<std::vector<uint32_t>> stacks_{std::vector<uint32_t>{0}};
   std::unordered_map<std::string, uint32_t> stack_index_;  // raw frame ids
   struct SymbolKey {
@@ -96,7 +86,7 @@ class Session {
   std::vector<SymbolKey> symbols_{SymbolKey{false, 0}};
   std::unordered_map<uint64_t, uint32_t> class_symbols_, thread_symbols_;
   std::unordered_map<uint64_t, MethodNames> methods_;
-  std::unordered_map<FrameKey, int32_t, FrameKeyHash> lines_;
+  std::unordered_map<FrameKey, int32_t, FrameKey::Hash> lines_;
   std::unordered_map<uint64_t, std::string> class_names_;
   std::unordered_map<uint64_t, std::string> thread_names_;
   std::vector<uint32_t> scratch_frames_;  // ApplyAlloc's buffers, reused

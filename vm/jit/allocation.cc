@@ -122,12 +122,8 @@ void IrGenerator::EmitNew(uint32_t off, int depth) {
   b_.SetInsertPoint(slow);
   Spill(n, off);
   LValue* obj_slow = b_.CreateCall(Rt(kNew), {thread_, ConstPtr(klass), Const64(size)});
-  BasicBlock* fail = NewBlock("raised");
-  BasicBlock* allocated = NewBlock("new_allocated");
-  CondBrUnlikely(b_.CreateICmpEQ(obj_slow, llvm::ConstantPointerNull::get(ptr_)), fail, allocated);
-  b_.SetInsertPoint(fail);
-  ReturnError();
-  b_.SetInsertPoint(allocated);
+  ReturnErrorIf(b_.CreateICmpEQ(obj_slow, llvm::ConstantPointerNull::get(ptr_)), "new_allocated");
+  BasicBlock* allocated = b_.GetInsertBlock();
   LValue* obj_slow_bits = b_.CreatePtrToInt(obj_slow, i64_);
   Reload(n);  // the arguments may have moved
   b_.CreateBr(done);

@@ -199,6 +199,17 @@ class IrGenerator {
   void ReturnIfNonZero(LValue* status);
   // Raising path: return the error sentinel.
   void ReturnError() { b_.CreateRet(Const64(Sentinel(Outcome::kError))); }
+  // After a runtime call that raised when `raised` is true: an unlikely
+  // "raised" block returns the error sentinel; code continues in a new
+  // block named `cont`.
+  void ReturnErrorIf(LValue* raised, const char* cont) {
+    BasicBlock* fail = NewBlock("raised");
+    BasicBlock* next = NewBlock(cont);
+    CondBrUnlikely(raised, fail, next);
+    b_.SetInsertPoint(fail);
+    ReturnError();
+    b_.SetInsertPoint(next);
+  }
   // True if a body's result `r` is a sentinel: (r - 2) & ~2 == 0.
   LValue* IsSentinel(LValue* r) {
     return b_.CreateICmpEQ(b_.CreateAnd(b_.CreateSub(r, Const64(2)), Const64(~uint64_t{2})),

@@ -108,14 +108,10 @@ void IrGenerator::EmitField(uint32_t off, int depth, bool write) {
   Spill(n, off);
   LValue* resolved = b_.CreateCall(Rt(kFieldSlot), {thread_, obj, b_.getInt32(symbol),
                                                     ConstPtr(cache), b_.getInt32(write ? 1 : 0)});
-  BasicBlock* fail = NewBlock("raised");
-  BasicBlock* resolved_block = NewBlock("field_resolved");
-  CondBrUnlikely(b_.CreateICmpSLT(resolved, Const64(0)), fail, resolved_block);
-  b_.SetInsertPoint(fail);
-  ReturnError();
   // ResolveField never allocates or stops, so obj and every slot are still
-  // valid: no reload.
-  b_.SetInsertPoint(resolved_block);
+  // valid after it: no reload.
+  ReturnErrorIf(b_.CreateICmpSLT(resolved, Const64(0)), "field_resolved");
+  BasicBlock* resolved_block = b_.GetInsertBlock();
   b_.CreateBr(hit);
 
   b_.SetInsertPoint(hit);
@@ -234,12 +230,7 @@ void IrGenerator::EmitRuntimeCall(uint32_t off, int depth, bool builtin) {
   } else {
     const Function* callee = program_.functions[ReadU32(pc + 1)].get();
     LValue* ok = b_.CreateCall(Rt(kSpawn), {thread_, ConstPtr(callee), args, b_.getInt32(argc)});
-    BasicBlock* fail = NewBlock("raised");
-    BasicBlock* cont = NewBlock("spawned");
-    CondBrUnlikely(b_.CreateICmpEQ(ok, b_.getInt32(0)), fail, cont);
-    b_.SetInsertPoint(fail);
-    ReturnError();
-    b_.SetInsertPoint(cont);
+    ReturnErrorIf(b_.CreateICmpEQ(ok, b_.getInt32(0)), "spawned");
   }
   path_.Forget(n - argc, fn_.num_locals);  // the result, written home
   Reload(n - argc + 1);

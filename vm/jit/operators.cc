@@ -43,12 +43,7 @@ void IrGenerator::EmitSlowOperandCall(llvm::FunctionCallee callee, uint32_t off,
   Spill(n, off);
   leading_args.push_back(HomeAddr(n - pops));
   LValue* ok = b_.CreateCall(callee, leading_args);
-  BasicBlock* fail = NewBlock("raised");
-  BasicBlock* cont = NewBlock("slow_done");
-  CondBrUnlikely(b_.CreateICmpEQ(ok, b_.getInt32(0)), fail, cont);
-  b_.SetInsertPoint(fail);
-  ReturnError();
-  b_.SetInsertPoint(cont);
+  ReturnErrorIf(b_.CreateICmpEQ(ok, b_.getInt32(0)), "slow_done");
   for (int k = n - pops; k < n - pops + results; ++k) path_.Forget(k, fn_.num_locals);
   Reload(n - pops + results);
 }

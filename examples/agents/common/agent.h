@@ -91,6 +91,13 @@ MINIVM_AGENT_HANDLER_TRAIT(OnObjectPromote)
 MINIVM_AGENT_HANDLER_TRAIT(OnSample)
 #undef MINIVM_AGENT_HANDLER_TRAIT
 
+// HandlersOf's step: callback `slot` calls kMethod, and `event` is enabled.
+template <auto kMethod, typename Fn>
+void Handle(Setup* s, Fn vmtiEventCallbacks::*slot, vmtiEvent event) {
+  s->callbacks.*slot = &Callback<kMethod>::Fn;
+  s->events.push_back(event);
+}
+
 // The Setup of an instance class T from the event handlers it declares
 // (public members, by these names): each one's callback is set, the
 // capabilities its event needs are added, and its event is enabled for
@@ -108,39 +115,28 @@ MINIVM_AGENT_HANDLER_TRAIT(OnSample)
 template <typename T>
 Setup HandlersOf() {
   Setup s;
-  if constexpr (HasOnStart<T>::value) {
-    s.callbacks.VMInit = &Callback<&T::OnStart>::Fn;
-    s.events.push_back(VMTI_EVENT_VM_INIT);
-  }
-  if constexpr (HasOnVMDeath<T>::value) {
-    s.callbacks.VMDeath = &Callback<&T::OnVMDeath>::Fn;
-    s.events.push_back(VMTI_EVENT_VM_DEATH);
-  }
+  vmtiCapabilities& caps = s.capabilities;
+  using C = vmtiEventCallbacks;
+  if constexpr (HasOnStart<T>::value) Handle<&T::OnStart>(&s, &C::VMInit, VMTI_EVENT_VM_INIT);
+  if constexpr (HasOnVMDeath<T>::value) Handle<&T::OnVMDeath>(&s, &C::VMDeath, VMTI_EVENT_VM_DEATH);
   if constexpr (HasOnThreadStart<T>::value) {
-    s.callbacks.ThreadStart = &Callback<&T::OnThreadStart>::Fn;
-    s.events.push_back(VMTI_EVENT_THREAD_START);
+    Handle<&T::OnThreadStart>(&s, &C::ThreadStart, VMTI_EVENT_THREAD_START);
   }
   if constexpr (HasOnGcFinish<T>::value) {
-    s.capabilities.can_generate_garbage_collection_events = 1;
-    s.callbacks.GarbageCollectionFinish = &Callback<&T::OnGcFinish>::Fn;
-    s.events.push_back(VMTI_EVENT_GARBAGE_COLLECTION_FINISH);
+    caps.can_generate_garbage_collection_events = 1;
+    Handle<&T::OnGcFinish>(&s, &C::GarbageCollectionFinish, VMTI_EVENT_GARBAGE_COLLECTION_FINISH);
   }
   if constexpr (HasOnObjectFree<T>::value) {
-    s.capabilities.can_tag_objects = 1;
-    s.capabilities.can_generate_object_free_events = 1;
-    s.callbacks.ObjectFree = &Callback<&T::OnObjectFree>::Fn;
-    s.events.push_back(VMTI_EVENT_OBJECT_FREE);
+    caps.can_tag_objects = caps.can_generate_object_free_events = 1;
+    Handle<&T::OnObjectFree>(&s, &C::ObjectFree, VMTI_EVENT_OBJECT_FREE);
   }
   if constexpr (HasOnObjectPromote<T>::value) {
-    s.capabilities.can_tag_objects = 1;
-    s.capabilities.can_generate_object_promote_events = 1;
-    s.callbacks.ObjectPromote = &Callback<&T::OnObjectPromote>::Fn;
-    s.events.push_back(VMTI_EVENT_OBJECT_PROMOTE);
+    caps.can_tag_objects = caps.can_generate_object_promote_events = 1;
+    Handle<&T::OnObjectPromote>(&s, &C::ObjectPromote, VMTI_EVENT_OBJECT_PROMOTE);
   }
   if constexpr (HasOnSample<T>::value) {
-    s.capabilities.can_generate_sampled_alloc_events = 1;
-    s.callbacks.SampledObjectAlloc = &Callback<&T::OnSample>::Fn;
-    s.events.push_back(VMTI_EVENT_SAMPLED_OBJECT_ALLOC);
+    caps.can_generate_sampled_alloc_events = 1;
+    Handle<&T::OnSample>(&s, &C::SampledObjectAlloc, VMTI_EVENT_SAMPLED_OBJECT_ALLOC);
   }
   return s;
 }

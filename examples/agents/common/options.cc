@@ -9,18 +9,24 @@
 
 namespace agent {
 
+std::vector<std::string> Split(std::string_view text, char sep) {
+  std::vector<std::string> pieces;
+  for (size_t pos = 0;;) {
+    const size_t next = text.find(sep, pos);
+    pieces.emplace_back(text.substr(pos, next == std::string_view::npos ? text.npos : next - pos));
+    if (next == std::string_view::npos) return pieces;
+    pos = next + 1;
+  }
+}
+
 bool SplitOptions(const char* text, OptionList* out, std::string* bad) {
   out->clear();
   if (text == nullptr) return true;
-  std::string s(text);
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    size_t comma = s.find(',', pos);
-    if (comma == std::string::npos) comma = s.size();
-    std::string item = s.substr(pos, comma - pos);
-    pos = comma + 1;
+  const std::vector<std::string> items = Split(text, ',');
+  for (size_t i = 0; i < items.size(); i++) {
+    const std::string& item = items[i];
     if (item.empty()) {
-      if (comma == s.size()) break;  // a trailing comma, or an empty string
+      if (i + 1 == items.size()) break;  // a trailing comma, or an empty string
       *bad = item;
       return false;
     }
@@ -99,16 +105,11 @@ bool ParseDouble(const std::string& text, double min, double max, double* out) {
 }
 
 bool SplitNames(const std::string& text, char sep, std::vector<std::string>* out) {
-  out->clear();
-  size_t pos = 0;
-  while (true) {
-    size_t next = text.find(sep, pos);
-    std::string name = text.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
+  *out = Split(text, sep);
+  for (const std::string& name : *out) {
     if (name.empty()) return false;
-    out->push_back(name);
-    if (next == std::string::npos) return true;
-    pos = next + 1;
   }
+  return true;
 }
 
 namespace {

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -37,6 +38,13 @@ class OptionParser {
   // A decimal integer in [min, max]; `noun` says what it counts ("a frame
   // count").
   void Int(const char* key, int64_t* out, int64_t min, int64_t max, const char* noun);
+  // The options every sampling tool takes, worded the same in each:
+  // interval=BYTES, the mean bytes between samples (0: every allocation),
+  // and depth=N, the frames kept of each sample's stack (1 to max_depth).
+  void Interval(int64_t* out) { Bytes("interval", out, 0, INT32_MAX, "4096 or 512k"); }
+  void Depth(int64_t* out, int64_t max_depth = 4096) {
+    Int("depth", out, 1, max_depth, "a frame count");
+  }
   // A decimal number in [min, max]; `want` describes the range in words
   // ("a probability in [0.5, 1), e.g. 0.9999").
   void Double(const char* key, double* out, double min, double max, const char* want);
@@ -127,6 +135,12 @@ bool ParseInt(const std::string& text, int64_t min, int64_t max, int64_t* out);
 
 // A decimal number (strtod) in [min, max].
 bool ParseDouble(const std::string& text, double min, double max, double* out);
+
+// `text` cut at every `sep`: "a,,b" is {"a", "", "b"}, "" is {""}. Not
+// absl::StrSplit: the tool agents depend on vmti.h, the standard library,
+// zlib and their own one library each, and a split does not justify adding
+// Abseil to every agent's dependencies.
+std::vector<std::string> Split(std::string_view text, char sep);
 
 // "a+b+c" into {"a", "b", "c"}; false if any name is empty.
 bool SplitNames(const std::string& text, char sep, std::vector<std::string>* out);

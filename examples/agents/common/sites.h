@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "errors.h"
+#include "frame_key.h"
 #include "vmti/vmti.h"
 
 namespace agent {
@@ -97,23 +98,12 @@ class SiteTable {
   uint32_t LeafFrame(uint32_t stack_id) const;
 
  private:
-  struct MethodLoc {
-    vmtiMethodID method;
-    vmtiLocation location;
-    bool operator==(const MethodLoc& o) const {
-      return method == o.method && location == o.location;
-    }
-  };
-  struct MethodLocHash {
-    size_t operator()(const MethodLoc& m) const {
-      return std::hash<const void*>()(m.method) * 31u + std::hash<int64_t>()(m.location);
-    }
-  };
+  using MethodLoc = FrameKey<vmtiMethodID>;
   uint32_t InternFrameLocked(const Frame& f);
   uint32_t ResolveFrame(vmtiEnv* env, const vmtiFrameInfo& fi, ErrorLog* log);
 
   mutable std::mutex mu_;
-  std::unordered_map<MethodLoc, uint32_t, MethodLocHash> by_location_;
+  std::unordered_map<MethodLoc, uint32_t, MethodLoc::Hash> by_location_;
   std::unordered_map<std::string, uint32_t> frame_index_;  // "fn\0file\0line"
   std::deque<Frame> frames_;
   std::unordered_map<std::string, uint32_t> stack_index_;  // raw frame ids

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "../common/options.h"
+
 namespace heapprof {
 namespace {
 
@@ -106,12 +108,7 @@ std::string BuildLegacyText(const std::vector<Row>& rows, const agent::SiteTable
 std::string LookupSymbols(const std::string& query, const agent::SiteTable::Snapshot& sites) {
   // pprof only checks that num_symbols is not 0 (Go's handler says 1 too).
   std::string out = "num_symbols: 1\n";
-  size_t start = 0;
-  while (start <= query.size()) {
-    size_t end = query.find('+', start);
-    if (end == std::string::npos) end = query.size();
-    std::string word = query.substr(start, end - start);
-    start = end + 1;
+  for (const std::string& word : agent::Split(query, '+')) {
     // Digits only, as Go's strconv.ParseUint (strtoull would take signs and spaces).
     if (word.empty() || !std::isalnum(static_cast<unsigned char>(word[0]))) continue;
     errno = 0;

@@ -862,7 +862,7 @@ VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void*) {
   agent::OptionParser parser(kName);
   if (action == "dump") agent::DeclareOutputOption(&parser, "file", &file);
   if (action == "set") {
-    parser.Bytes("interval", &interval, 0, INT32_MAX, "4096 or 512k");
+    parser.Interval(&interval);
     parser.Require("interval", "set,interval=BYTES");
   }
   if (!parser.ParseOrReport(rest.c_str())) return 1;

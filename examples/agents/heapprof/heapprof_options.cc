@@ -31,7 +31,7 @@ bool ParseHttpAddress(const std::string& v, std::string* host, int64_t* port) {
 }  // namespace
 
 void DeclareOptions(Config* c, agent::OptionParser* p) {
-  p->Bytes("interval", &c->interval, 0, INT32_MAX, "4096 or 512k");
+  p->Interval(&c->interval);
   p->Custom(
       "file", "a file path (empty: no final profile)",
       [c](const std::string& v) {
@@ -51,7 +51,7 @@ void DeclareOptions(Config* c, agent::OptionParser* p) {
               c->http_option = v;
               return ParseHttpAddress(v, &c->http_host, &c->http_port);
             });
-  p->Int("depth", &c->depth, 1, 4096, "a frame count");
+  p->Depth(&c->depth);
   agent::DeclareThreadsOption(p, &c->threads);
   p->Int("top", &c->top, 0, 1000, "a site count");
   p->Choice<bool>("gc", &c->gc, {{"1", true}, {"0", false}});

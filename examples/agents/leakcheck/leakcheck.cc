@@ -218,11 +218,11 @@ class Checker {
 
   // The instance's side of agent::Start (common/agent.h).
   static void DeclareOptions(Config* c, agent::OptionParser* p) {
-    p->Bytes("interval", &c->interval, 0, INT32_MAX, "4096 or 256k");
+    p->Interval(&c->interval);
     p->Int("every", &c->every, 0, INT32_MAX, "a number of collections");
     p->Double("confidence", &c->confidence, 0.5, 1 - 1e-12,
               "a probability in [0.5, 1), e.g. 0.9999");
-    p->Int("depth", &c->depth, 1, 4096, "a frame count");
+    p->Depth(&c->depth);
     p->Custom("gc_every", "auto or bytes such as 64m", [c](const std::string& v) {
       if (v != "auto") return agent::ParseBytes(v, 1, INT64_MAX, &c->gc_every);
       c->gc_every = -1;

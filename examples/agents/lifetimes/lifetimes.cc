@@ -145,11 +145,11 @@ class Tracker {
 
   // The instance's side of agent::Start (common/agent.h).
   static void DeclareOptions(Config* c, agent::OptionParser* p) {
-    p->Bytes("interval", &c->interval, 0, INT32_MAX, "4096 or 256k");
+    p->Interval(&c->interval);
     agent::DeclareOutputOption(p, "trace", &c->trace);
     agent::DeclareOutputOption(p, "file", &c->file);
     p->Int("top", &c->top, 1, 100000, "a site count");
-    p->Int("depth", &c->depth, 1, 4096, "a frame count");
+    p->Depth(&c->depth);
   }
 
   // Opens the trace (both paths were checked as they were parsed); null

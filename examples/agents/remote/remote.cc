@@ -185,8 +185,8 @@ class Remote {
       sockaddr_un addr;
       return collector::UnixAddress(v, &addr, &error) ? std::string() : error;
     });
-    p->Bytes("interval", &c->interval, 0, INT32_MAX, "4096 or 512k");
-    p->Int("depth", &c->depth, 1, kMaxDepth, "a frame count");
+    p->Interval(&c->interval);
+    p->Depth(&c->depth, kMaxDepth);
     p->Custom("buffer", "a power of two from 4k to 256m", [c](const std::string& v) {
       return agent::ParseBytes(v, 0, INT64_MAX, &c->buffer) &&
              collector::ValidRingBytes(static_cast<uint64_t>(c->buffer));
