@@ -88,6 +88,7 @@ void Environment::Reset(uint64_t new_serial) {
     CapabilitiesChangedLocked();
   }
   global_events.store(0, std::memory_order_relaxed);
+  interval.store(gc::kDefaultSamplingInterval, std::memory_order_relaxed);
   local_storage.store(nullptr, std::memory_order_relaxed);
   serial.store(new_serial, std::memory_order_relaxed);
   disposed.store(false, std::memory_order_release);

@@ -39,6 +39,7 @@
 #include "agent_api/check.h"
 #include "agent_api/tags.h"
 #include "base/sync.h"
+#include "gc/sampler.h"
 #include "vmti/vmti.h"
 
 namespace minivm {
@@ -87,6 +88,10 @@ struct Environment {
   std::atomic<uint64_t> any_thread_events{0};
   // Events whose capability the environment holds (HasCapabilityFor).
   std::atomic<uint64_t> capable_events{0};
+  // This environment's sampling interval (SetHeapSamplingInterval): its
+  // SampledObjectAlloc events are a Poisson process at this interval,
+  // whatever the other environments ask for (tool_interface.h .interval).
+  std::atomic<int32_t> interval{gc::kDefaultSamplingInterval};
 
   TagMap tags;
 

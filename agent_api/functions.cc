@@ -323,7 +323,8 @@ vmtiError SetHeapSamplingInterval(vmtiEnv* env, vmtiInt sampling_interval) {
     return VMTI_ERROR_MUST_POSSESS_CAPABILITY;
   }
   if (sampling_interval < 0) return VMTI_ERROR_ILLEGAL_ARGUMENT;
-  e->tool->SetInterval(sampling_interval);
+  e->interval.store(sampling_interval, std::memory_order_relaxed);
+  e->tool->ReconfigureSampling();
   return VMTI_ERROR_NONE;
 }
 
@@ -336,7 +337,7 @@ vmtiError SetHeapSamplingRate(vmtiEnv* env, vmtiInt bytes) {
 vmtiError GetHeapSamplingInterval(vmtiEnv* env, vmtiInt* interval_ptr) {
   VMTI_ENTER(env, kOnload | kLive, false);
   VMTI_NOT_NULL(interval_ptr);
-  *interval_ptr = e->tool->interval();
+  *interval_ptr = e->interval.load(std::memory_order_relaxed);
   return VMTI_ERROR_NONE;
 }
 

@@ -113,7 +113,7 @@ bool ToolInterface::EventsStoppedHere() const {
          dying_os_thread_.load(std::memory_order_acquire) != std::this_thread::get_id();
 }
 
-ToolInterface::ToolInterface() : interval_(gc::kDefaultSamplingInterval) {
+ToolInterface::ToolInterface() {
   vm_functions_ = vmtiVMInterface{nullptr, nullptr, nullptr, &VmGetEnv};
   vm_handle_ = VmHandle{&vm_functions_, this};
 }
@@ -219,7 +219,8 @@ std::string ToolInterface::DescribeAgents() {
 std::string ToolInterface::DescribeSampling() {
   std::string out;
   if (phase() != VMTI_PHASE_LIVE) {
-    return absl::StrCat("sampling: off (no agent is live); interval ", interval(), " bytes\n");
+    return absl::StrCat("sampling: off (no agent is live); interval ", gc::kDefaultSamplingInterval,
+                        " bytes\n");
   }
   // Which agent made each environment, where known.
   std::vector<std::string> owner(EnvironmentSerials());
@@ -232,6 +233,7 @@ std::string ToolInterface::DescribeSampling() {
     }
   }
   std::string sampling;
+  int32_t finest = -1;
   ForEachEnvironment([&](Environment* env) {
     const uint64_t i = env->serial.load(std::memory_order_relaxed);
     if (i >= owner.size()) return;  // made after this began
@@ -246,11 +248,18 @@ std::string ToolInterface::DescribeSampling() {
     const bool global =
         (env->global_events.load() & EventBit(VMTI_EVENT_SAMPLED_OBJECT_ALLOC)) != 0;
     if (!global && !per_thread) return;
+    const int32_t interval = env->interval.load(std::memory_order_relaxed);
+    finest = finest < 0 ? interval : std::min(finest, interval);
     absl::StrAppend(&sampling, "  environment ", i, owner[i].empty() ? "" : " (", owner[i],
-                    owner[i].empty() ? "" : ")", global ? ": every thread\n" : ": some threads\n");
+                    owner[i].empty() ? "" : ")", global ? ": every thread" : ": some threads",
+                    ", interval ", interval, " bytes\n");
   });
-  absl::StrAppend(&out, "sampling: interval ", interval(), " bytes; ",
-                  sampling.empty() ? "no environment samples\n" : "sampled by:\n", sampling);
+  if (sampling.empty()) {
+    absl::StrAppend(&out, "sampling: no environment samples\n");
+  } else {
+    absl::StrAppend(&out, "sampling: interval ", finest, " bytes (the finest asked for); sampled by:\n",
+                    sampling);
+  }
   return out;
 }
 
@@ -339,19 +348,17 @@ Environment* ToolInterface::EnvironmentInSlot(int id) const {
   return env != nullptr && env->tool == this ? env : nullptr;
 }
 
-void ToolInterface::SetInterval(int32_t interval) {
-  interval_.store(interval, std::memory_order_relaxed);
-  ReconfigureSampling();
-}
-
-bool ToolInterface::SamplingEnabledFor(gc::Mutator* m) {
-  if (phase() != VMTI_PHASE_LIVE) return false;
+gc::SamplingSettings ToolInterface::SamplingFor(gc::Mutator* m) {
+  gc::SamplingSettings settings;
+  if (phase() != VMTI_PHASE_LIVE) return settings;
   const VMThread* thread = VMThread::FromMutator(m);
-  bool any = false;
   ForEachEnvironment([&](Environment* env) {
-    any = any || env->ShouldPost(VMTI_EVENT_SAMPLED_OBJECT_ALLOC, thread);
+    if (!env->ShouldPost(VMTI_EVENT_SAMPLED_OBJECT_ALLOC, thread)) return;
+    const int32_t interval = env->interval.load(std::memory_order_relaxed);
+    settings.interval = settings.enabled ? std::min(settings.interval, interval) : interval;
+    settings.enabled = true;
   });
-  return any;
+  return settings;
 }
 
 void ToolInterface::ReconfigureSampling() {
@@ -510,14 +517,13 @@ void ToolInterface::OnThreadEnd(VMThread* thread) {
 
 void ToolInterface::OnSampledAllocation(gc::Mutator* m, gc::Value* object_root,
                                         const gc::SampleDecision& decision,
-                                        gc::Generation generation) {
+                                        gc::Generation generation, gc::SampleThinner& thinner) {
   if (phase() != VMTI_PHASE_LIVE) return;
   VMThread* thread = VMThread::FromMutator(m);
   AgentThreadState& ts = CurrentAgentThreadState();
   ts.thread = thread;
   const gc::SampleDecision* outer_sample = ts.sample;
   const gc::Generation outer_generation = ts.sample_generation;
-  ts.sample = &decision;
   ts.sample_generation = generation;
   HandleScope scope(ts, object_root);
   // An environment a callback makes meanwhile does not get this allocation:
@@ -532,10 +538,17 @@ void ToolInterface::OnSampledAllocation(gc::Mutator* m, gc::Value* object_root,
     // a collection move the object. Only the handle crosses into native.
     const gc::Object* obj = object_root->AsRef();
     const auto klass = reinterpret_cast<vmtiClass>(const_cast<gc::ClassLayout*>(obj->klass));
-    const auto size = static_cast<vmtiLong>(obj->Size());
+    const size_t size = obj->Size();
+    // This environment's own process (.interval): the sample thinned to its
+    // interval, which may leave it no point in this object.
+    const gc::SampleDecision mine =
+        thinner.Thin(decision, size, env->interval.load(std::memory_order_relaxed));
+    if (mine.sample_count == 0) return;
+    ts.sample = &mine;
     CallbackScope callback_scope(ts);
     NativeScope native;
-    cb(env->AsVmti(), AsHandle(thread), scope.handle(), klass, size);
+    cb(env->AsVmti(), AsHandle(thread), scope.handle(), klass, static_cast<vmtiLong>(size));
+    ts.sample = outer_sample;  // `mine` ends with this iteration
   });
   ts.sample = outer_sample;
   ts.sample_generation = outer_generation;

@@ -1,4 +1,4 @@
-// The agent subsystem: environments, phases, the VM-wide sampling interval,
+// The agent subsystem: environments, phases, sampling control,
 // and the posting of every VMTI event. One per VM.
 //
 // Design
@@ -11,9 +11,18 @@
 //    posted after it.
 // .sampling  Sampling control. A thread samples iff some live environment with the
 //    capability enabled SampledObjectAlloc globally or for that thread.
-//    Every change to that predicate or to the interval re-arms every thread
+//    Every change to that predicate or to an interval re-arms every thread
 //    at a safepoint (Heap::ReconfigureSampling), so it takes effect at each
 //    thread's next allocation. Outside LIVE the settings are only recorded.
+// .interval  An interval per environment (the contract's third edition;
+//    HotSpot has one VM-wide interval, the last setting winning). A thread
+//    samples at the finest interval of the environments that sample it, and
+//    each environment at a coarser one gets the sample thinned to its own
+//    (gc/sampler.h .thin): its events are a Poisson process at its interval
+//    and GetSampleInfo reports its count, interval and weight. An
+//    environment at interval 0 makes every allocation a sample for the
+//    others to thin, so the cost is that of the finest interval, and what
+//    the others receive is unchanged in distribution.
 // .dispatch  Event dispatch. Callbacks run without any VMTI lock held (agents may
 //    call back into VMTI, enable events, or force collections from them),
 //    and in native state (agent_api/thread_states.h: a collection may run
@@ -250,8 +259,6 @@ class ToolInterface final : public ToolHooks,
 
   vmtiPhase phase() const { return phase_.load(std::memory_order_acquire); }
   VM* vm() const { return vm_; }
-  int32_t interval() const { return interval_.load(std::memory_order_relaxed); }
-  void SetInterval(int32_t interval);
   // Re-evaluates which threads sample and re-arms them (.sampling).
   void ReconfigureSampling();
 
@@ -292,11 +299,10 @@ class ToolInterface final : public ToolHooks,
   static uint64_t NewHandleTokens(uint64_t n);
 
   // gc::SampleObserver.
-  bool SamplingEnabledFor(gc::Mutator* m) override;
-  int32_t SamplingInterval() override { return interval(); }
+  gc::SamplingSettings SamplingFor(gc::Mutator* m) override;
   void OnSampledAllocation(gc::Mutator* m, gc::Value* object_root,
-                           const gc::SampleDecision& decision,
-                           gc::Generation generation) override;
+                           const gc::SampleDecision& decision, gc::Generation generation,
+                           gc::SampleThinner& thinner) override;
   // gc::GcObserver.
   void OnGcStart() override;
   void OnGcFinish() override;
@@ -361,9 +367,6 @@ class ToolInterface final : public ToolHooks,
   std::atomic<bool> dying_{false};
   // The OS thread posting VMDeath (it may be no VM thread: a signal's).
   std::atomic<std::thread::id> dying_os_thread_{};
-  // The VM's sampling interval, starting at gc::kDefaultSamplingInterval: the
-  // only copy (the heap reads it through gc::SampleObserver::SamplingInterval).
-  std::atomic<int32_t> interval_;
 
   // This tool's live environments: bit i of word i / 64 is pool slot i.
   // Set once the slot is ready, cleared at DisposeEnvironment; words at

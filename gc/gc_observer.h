@@ -13,24 +13,31 @@ struct Mutator;
 // Where an object was allocated.
 enum class Generation { kYoung, kOld };
 
+// How one thread samples: at all, and at which mean interval in bytes (0
+// samples every allocation).
+struct SamplingSettings {
+  bool enabled = false;
+  int32_t interval = kDefaultSamplingInterval;
+};
+
 // The sampler's one outlet (called at exactly one place: the end of the
 // allocation slow path).
 class SampleObserver {
  public:
   virtual ~SampleObserver() = default;
-  // The sampling settings, which the observer owns (the heap keeps no copy):
-  // whether thread m samples at all, and the mean interval in bytes (0
-  // samples every allocation). Consulted when a thread attaches and at every
+  // Thread m's sampling settings, which the observer owns (the heap keeps no
+  // copy): with observers at several intervals, the finest one (sampler.h
+  // .thin). Consulted when a thread attaches and at every
   // Heap::ReconfigureSampling, inside its safepoint.
-  virtual bool SamplingEnabledFor(Mutator* m) = 0;
-  virtual int32_t SamplingInterval() = 0;
+  virtual SamplingSettings SamplingFor(Mutator* m) = 0;
   // A sample point fell inside a new object. On the allocating thread, after
   // the object is fully initialised. *object_root is a GC root for the whole
   // call and is updated if a collection moves the object (the observer may
   // force collections); the thread's sampler is suspended meanwhile.
+  // `thinner` is the thread's, for the decisions at coarser intervals.
   virtual void OnSampledAllocation(Mutator* m, Value* object_root,
-                                   const SampleDecision& decision,
-                                   Generation generation) = 0;
+                                   const SampleDecision& decision, Generation generation,
+                                   SampleThinner& thinner) = 0;
 };
 
 // Collection start and finish, inside the pause, on the collecting thread.

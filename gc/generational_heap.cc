@@ -152,6 +152,7 @@ void GenerationalHeap::AttachMutator(Mutator* m) {
   m->poll.store(0, std::memory_order_relaxed);
   if (options_.fixed_tlab_bytes != 0) data->tlab_sizer.SetFixed(options_.fixed_tlab_bytes);
   data->sampler.Seed(options_.sampler_seed, m->thread_index);
+  data->thinner.Seed(options_.sampler_seed, m->thread_index);
   safepoints_.Attach(m);
   // Configured after Attach: any later reconfiguration sees this thread, and
   // none can run on it before it next polls.
@@ -306,7 +307,8 @@ void GenerationalHeap::RearmSampler(Mutator* m) {
   SampleObserver* observer = sample_observer_.load(std::memory_order_acquire);
   ThreadSampler& sampler = MutatorData::Of(m)->sampler;
   if (observer != nullptr) {
-    sampler.Reconfigure(observer->SamplingEnabledFor(m), observer->SamplingInterval(), m->tlab);
+    const SamplingSettings settings = observer->SamplingFor(m);
+    sampler.Reconfigure(settings.enabled, settings.interval, m->tlab);
   } else {
     sampler.Reconfigure(false, kDefaultSamplingInterval, m->tlab);
   }
@@ -322,7 +324,7 @@ Object* GenerationalHeap::ReportSample(Mutator* m, Object* obj, const SampleDeci
   data->sample_root = Value::Ref(obj);
   {
     ThreadSampler::SuspensionScope suspended(data->sampler, m->tlab);
-    observer->OnSampledAllocation(m, &data->sample_root, decision, generation);
+    observer->OnSampledAllocation(m, &data->sample_root, decision, generation, data->thinner);
   }
   obj = data->sample_root.AsRef();
   data->sample_root = Value::Null();

@@ -24,6 +24,7 @@ struct MutatorData {
   TlabSizer tlab_sizer;                       // the owning thread, or the GC in a pause
   // The owning thread, or a safepoint owner while the thread is stopped.
   ThreadSampler sampler;
+  SampleThinner thinner;  // the sampler's decisions at observers' intervals (.thin)
   // Holds a sampled object while observers run: a root (VisitAllRoots),
   // updated if a collection moves the object.
   Value sample_root;

@@ -61,6 +61,46 @@ uint64_t SamplerRandom::NextPoisson(double mean) {
   }
 }
 
+void SampleThinner::Seed(uint64_t vm_seed, uint64_t thread_index) {
+  // The sampler's mix (ThreadSampler::Seed) on a stream of its own.
+  constexpr uint64_t kThinningStream = 0x7468696E6E696E67ull;  // "thinning"
+  uint64_t mix =
+      vm_seed ^ (thread_index * 0xD1B54A32D192ED03ull + 0x8CB92BA72F3D8DD7ull) ^ kThinningStream;
+  random_ = SamplerRandom(base::SplitMix64(mix));
+}
+
+SampleDecision SampleThinner::Thin(const SampleDecision& decision, size_t size,
+                                   int32_t interval) {
+  if (interval <= decision.interval || decision.sample_count == 0) return decision;
+  SampleDecision thinned;
+  thinned.interval = interval;
+  if (decision.interval == 0) {
+    thinned.sample_count =
+        random_.NextPoisson(static_cast<double>(size) / static_cast<double>(interval));
+  } else {
+    thinned.sample_count =
+        Binomial(decision.sample_count,
+                 static_cast<double>(decision.interval) / static_cast<double>(interval));
+  }
+  if (thinned.sample_count > 0) thinned.weight = SampleWeight(size, interval);
+  return thinned;
+}
+
+uint64_t SampleThinner::Binomial(uint64_t n, double p) {
+  uint64_t k = 0;
+  if (n <= 16) {
+    for (uint64_t i = 0; i < n; ++i) k += random_.NextOpenClosed() <= p ? 1 : 0;
+    return k;
+  }
+  // The gaps between successes are Geometric(p): 1 + floor(log U / log(1-p)).
+  const double log_q = std::log1p(-p);
+  for (double at = 0;;) {
+    at += 1 + std::floor(std::log(random_.NextOpenClosed()) / log_q);
+    if (at > static_cast<double>(n)) return k;
+    ++k;
+  }
+}
+
 double SampleWeight(size_t size, int32_t interval) {
   const double s = static_cast<double>(size);
   if (interval <= 0) return s;

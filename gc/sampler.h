@@ -83,6 +83,30 @@
 //   cannot recurse into the sampler or shift the sample sequence of the
 //   program. Suspensions nest; sampling resumes when the outermost ends.
 //
+// .thin  One process, several intervals. Observers may each want their own
+//   interval (VMTI: one per environment). The sampler runs one process, at
+//   the finest interval I0 any observer wants of that thread, and each
+//   observer at a coarser interval I keeps each point of it with
+//   probability I0/I, independently: the kept points are a Poisson process
+//   at I (thinning), so an object's count for that observer is
+//   Binomial(n, I0/I) of its n points, and Poisson(s/I) overall. At I0 = 0
+//   (every allocation, one "point" each) the observer's count is drawn
+//   directly, Poisson(s/I): the number of points its own process puts in
+//   the object. A thinned decision carries the observer's interval and the
+//   weight at that interval, so every observer's estimates are unbiased on
+//   their own. An observer wanting a finer interval than the decision's
+//   (it lowered its interval and this thread has not yet been re-armed)
+//   gets the decision unchanged: it cannot be refined, and its own
+//   interval and weight keep the estimate unbiased. SampleThinner draws
+//   from a generator of its own per thread (seeded like the sampler's, on
+//   another stream), so how many observers there are never shifts the
+//   sampler's sequence.
+//   Rejected: one independent process per observer (as many armed points
+//   and slow paths as observers, and the cost of each at its own
+//   interval, where thinning costs the finest one's alone); a VM-wide
+//   interval, the last setting winning (HotSpot's: two tools that want
+//   different precision cannot both have it).
+//
 // .random  Each thread owns a xoshiro256++ generator (base/xoshiro.h, shared
 //   with rand()) seeded with splitmix64 from (--seed, thread index): no
 //   shared state, no locks, reproducible runs. Abseil's generators are not
@@ -135,6 +159,25 @@ struct SampleDecision {
 
 // Horvitz-Thompson weight of a sampled object: size / P(sampled).
 double SampleWeight(size_t size, int32_t interval);
+
+// The decisions of coarser processes drawn from one sample (.thin); one per
+// thread, used by that thread only.
+class SampleThinner {
+ public:
+  // Seeds the generator; call once when the thread attaches.
+  void Seed(uint64_t vm_seed, uint64_t thread_index);
+  // The decision at `interval` for the object of `size` bytes that
+  // `decision` sampled: sample_count 0 if that process has no point in it.
+  // Unchanged if `interval` is not coarser than decision.interval.
+  SampleDecision Thin(const SampleDecision& decision, size_t size, int32_t interval);
+
+ private:
+  // Binomial(n, p), 0 < p < 1: Bernoulli trials for small n, else
+  // geometric skips (O(n p) draws).
+  uint64_t Binomial(uint64_t n, double p);
+
+  SamplerRandom random_;
+};
 
 // Per-thread sampler state. Owned by the heap's per-mutator data; every
 // method is called by the owning thread, or by the GC while the owner

@@ -2,7 +2,7 @@
  * recorder: several environments at once (minivm allows what HotSpot's
  * TwoAgentsTest forbids). Load it twice, e.g.
  *     // agent: recorder=name=A,interval=0
- *     // agent: recorder=name=B
+ *     // agent: recorder=name=B,interval=0
  * The same library loaded twice is one copy in memory, so each load keeps
  * its state in its own env's local storage, and both find each other
  * through a registry in the library. Each env holds every capability and
@@ -12,8 +12,9 @@
  * recorders compare: every env must have seen exactly the same samples.
  *
  * Each VMDeath prints `NAME events N`; the last one prints
- * `PASS recorder same samples` or FAIL. Options: name=, interval= (only the
- * env that sets it; the interval is VM-wide), digest=1 (also print the hash),
+ * `PASS recorder same samples` or FAIL: with equal intervals, nothing is
+ * thinned. Options: name=, interval= (this env's; the default is
+ * 524288), digest=1 (also print the hash),
  * quiet=1 (no `events` line, for runs whose count is random).
  */
 #define _POSIX_C_SOURCE 200809L

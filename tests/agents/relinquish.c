@@ -242,6 +242,9 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void* reserved) {
     fprintf(stderr, "relinquish: setup failed\n");
     return 1;
   }
-  if ((*g_keeper)->SetHeapSamplingInterval(g_keeper, 0) != VMTI_ERROR_NONE) return 1;
+  /* Each environment's own interval (docs/agent-api.md, "An interval per environment"). */
+  if ((*g_keeper)->SetHeapSamplingInterval(g_keeper, 0) != VMTI_ERROR_NONE ||
+      (*g_quitter)->SetHeapSamplingInterval(g_quitter, 0) != VMTI_ERROR_NONE)
+    return 1;
   return 0;
 }

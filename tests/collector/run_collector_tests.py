@@ -403,7 +403,7 @@ def several_vms_at_once():
     print(f"  seeds {seeds}, interval {interval}, 3 threads x {n} Work objects per VM")
     with Collector("several") as c:
         vms = [VM(c, f"vm{s}", tools_prog("threads.mv"), [n], remote=f"interval={interval}",
-                  heapprof="", seed=s) for s in seeds]
+                  heapprof=f"interval={interval}", seed=s) for s in seeds]
         for vm in vms:
             vm.finish_ok()
         finals = [c.wait_final(vm.pid) for vm in vms]
@@ -433,7 +433,8 @@ def thread_filter_with_descendants():
     n, interval, seed = 40000, 4096, 33
     with Collector("descendants") as c:
         vm = VM(c, "vm", tools_prog("descendants.mv"), [n],
-                remote=f"interval={interval},threads=thread-1+", heapprof="threads=thread-1+",
+                remote=f"interval={interval},threads=thread-1+",
+                heapprof=f"interval={interval},threads=thread-1+",
                 seed=seed)
         vm.finish_ok()
         final = c.wait_final(vm.pid)

@@ -262,8 +262,8 @@ def attach_heap_gc_agents():
         check(agents == f"{C.heapprof} (attached) options 'file={prof},interval=64k,top=0' "
                         f"environments 0\n", agents)
         heap = ok(v.pid, "heap")
-        check(f"sampling: interval 65536 bytes; sampled by:\n  environment 0 ({C.heapprof}): "
-              f"every thread\n" in heap, heap)
+        check(f"sampling: interval 65536 bytes (the finest asked for); sampled by:\n"
+              f"  environment 0 ({C.heapprof}): every thread, interval 65536 bytes\n" in heap, heap)
         v.terminate()
         check(os.path.getsize(prof) > 0, "no final profile at VM death")
     finally:
@@ -336,7 +336,8 @@ def attach_heapprof_dump_set_stop_start():
         check(dump_until_sampled(v.pid, dump1), "no dump has the site")
         out = ok(v.pid, "load", "heapprof=set,interval=4k")
         check("heapprof: sampling interval now 4096 bytes" in out, out)
-        check("sampling: interval 4096 bytes; sampled by:" in ok(v.pid, "heap"), "interval set")
+        check("sampling: interval 4096 bytes (the finest asked for); sampled by:" in ok(v.pid, "heap"),
+              "interval set")
         threads_before = len(os.listdir(f"/proc/{v.pid}/task"))
         out = ok(v.pid, "load", "heapprof=stop")
         check(f"heapprof: wrote {final1}" in out and "released" in out, out)

@@ -209,10 +209,11 @@ class Profiler {
       : config_(std::move(c)), log_(kName), env_(env), walk_env_(walk_env) {
     next_dump_at_ = static_cast<double>(config_.dump_every);
     if (!config_.threads.empty()) threads_.Parse(config_.threads);  // validated already
-    // The interval is VM-wide and any environment may change it, so the VM
-    // is its one source of truth: asked here, again at VMInit (an agent
-    // loaded later may have set it), and read from every sample's info.
-    // Until Install sets ours, the VM's is the one in force.
+    // The interval is this environment's own (docs/agent-api.md, "An
+    // interval per environment"), and the VM is its one source of truth:
+    // asked here, again at VMInit (Install has set ours by then), and read
+    // from every sample's info, which right after a change may still carry
+    // the interval the sample was drawn at.
     vmtiInt interval = 0;
     if (config_.interval >= 0) {
       interval_.store(config_.interval);
@@ -796,7 +797,7 @@ class Profiler {
   HeapData data_;
   std::unique_ptr<HttpServer> http_;  // with http= only
   std::atomic<int64_t> next_tag_{1};
-  std::atomic<int64_t> interval_{0};  // the VM's (see the constructor)
+  std::atomic<int64_t> interval_{0};  // this environment's (see the constructor)
   std::atomic<bool> dead_{false};
   uint64_t sigusr2_seen_ = 0;  // the worker's
   std::atomic<uint64_t> gc_count_{0};

@@ -153,7 +153,8 @@ def vm_agents_loaded_twice():
                            opts=SMALL_YOUNG)
     rows = [len([l for l in t.splitlines() if re.search(r"\[\w+\]$", l)]) for t in (ra, rb)]
     check(rows == [1, 2], f"top=1 and the default top: {rows} site rows\n{ra}\n{rb}")
-    # The same samples (one VM-wide interval), each instance with its own ids.
+    # The same samples (both at the default interval: nothing is thinned),
+    # each instance with its own ids.
     traces = [[json.loads(l) for l in open(t)] for t in (ta, tb)]
     for t in traces:
         check(t and t[-1]["ev"] == "end", "a complete trace")

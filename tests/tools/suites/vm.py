@@ -344,7 +344,9 @@ def vm_profile_names_the_program():
 def vm_minimal_agent_exact_and_twice():
     # examples/agents/minimal, the tutorial's agent: at interval 0 every
     # allocation is a sample of weight = size, so its table is exact; loaded
-    # twice, each instance keeps its own table (environment local storage).
+    # twice, each instance keeps its own table (environment local storage)
+    # and its own interval: the second one, at the default 512 KiB, sees a
+    # thinned stream of what the first samples.
     need_vm()
     prog = path("minimal_counts.mv")
     with open(prog, "w") as f:
@@ -357,7 +359,7 @@ def vm_minimal_agent_exact_and_twice():
     lib = os.path.join(os.path.dirname(C.minivm), "libminimal.so")
     if not os.path.exists(lib):
         raise Skip(f"no {lib}")
-    r = vm([f"-agentpath:{lib}=0", f"-agentpath:{lib}", prog])
+    r = vm([f"-agentpath:{lib}=0", f"-agentpath:{lib}=0", prog])
     check(r.returncode == 0, r.stderr)
     tables = r.stdout.split("class ")[1:]
     check(len(tables) == 2, f"want two tables:\n{r.stdout}")
@@ -365,6 +367,12 @@ def vm_minimal_agent_exact_and_twice():
         rows = {l.split()[0]: l.split()[1:] for l in t.splitlines()[1:] if l.strip()}
         check(rows.get("P") == ["1000", "1000", "32000"], f"P row {rows.get('P')}:\n{r.stdout}")
         check(rows.get("Array") == ["1", "1", "8024"], f"Array row {rows.get('Array')}")
+    # Beside it, an instance at the default interval: the first stays exact.
+    r = vm([f"-agentpath:{lib}=0", f"-agentpath:{lib}", prog])
+    check(r.returncode == 0, r.stderr)
+    first = r.stdout.split("class ")[1]
+    rows = {l.split()[0]: l.split()[1:] for l in first.splitlines()[1:] if l.strip()}
+    check(rows.get("P") == ["1000", "1000", "32000"], f"P row beside 512 KiB {rows.get('P')}")
 
 
 @test

@@ -101,6 +101,7 @@ TEST_F(DispatchTest, PerThreadEnablingSamplesOnlyThatThread) {
   SampleEverything(everywhere);
   const vmtiCapabilities caps = SamplingCapability();
   ASSERT_EQ(main_only->AddCapabilities(&caps), VMTI_ERROR_NONE);
+  ASSERT_EQ(main_only->SetHeapSamplingInterval(0), VMTI_ERROR_NONE);  // its own (.interval)
   // Per-thread switches need a live thread: main's, from VMInit.
   vmtiEventCallbacks cb = RecordingCallbacks();
   cb.VMInit = [](vmtiEnv* env, vmtiThread thread) {

@@ -445,6 +445,70 @@ TEST(SamplerRandomTest, PoissonMeanAndVarianceForLargeMeans) {
   }
 }
 
+TEST(SampleThinnerTest, AnIntervalNotCoarserLeavesTheDecisionAsItIs) {
+  // .thin: a process cannot be refined, only thinned.
+  SampleThinner thinner;
+  thinner.Seed(7, 0);
+  const SampleDecision d{3, 4096, SampleWeight(100, 4096)};
+  for (int32_t interval : {0, 1024, 4096}) {
+    const SampleDecision t = thinner.Thin(d, 100, interval);
+    EXPECT_EQ(t.sample_count, 3u);
+    EXPECT_EQ(t.interval, 4096);
+    EXPECT_EQ(t.weight, d.weight);
+  }
+}
+
+TEST(SampleThinnerTest, ThinnedDecisionsArePoissonAtTheCoarserInterval) {
+  // A thread sampling at `base`, thinned to `interval`: for the thinned
+  // decisions, the total of the points ~ Poisson(bytes / interval), and
+  // each size is sampled with probability 1 - exp(-s / interval) (one
+  // chi-square over the sizes). Each thinned decision carries its interval
+  // and the weight at it. Base 0 draws Poisson counts; n > 16 points (the
+  // largest size at base 64) take the geometric skips.
+  struct Case {
+    int32_t base, interval;
+  };
+  for (const Case c : {Case{0, 4096}, Case{1024, 4096}, Case{64, 65536}, Case{4096, 65536}}) {
+    const uint64_t seed = 300 + static_cast<uint64_t>(c.base);
+    MockThread t(8192, 8192, seed);
+    t.Configure(true, c.base);
+    SampleThinner thinner;
+    thinner.Seed(seed, 1);
+    const size_t sizes[] = {static_cast<size_t>(c.interval) / 256, static_cast<size_t>(c.interval) / 16,
+                            static_cast<size_t>(c.interval) / 2, static_cast<size_t>(c.interval) * 2};
+    constexpr int k = 4;
+    SamplerRandom order(seed);
+    std::vector<uint64_t> allocated(k), sampled(k);
+    double bytes = 0;
+    uint64_t points = 0;
+    for (int i = 0; i < 200000; ++i) {
+      const int j = static_cast<int>(order.Next() % k);
+      ++allocated[j];
+      bytes += static_cast<double>(sizes[j]);
+      const SampleDecision d = t.Allocate(sizes[j]);
+      if (d.sample_count == 0) continue;
+      const SampleDecision thinned = thinner.Thin(d, sizes[j], c.interval);
+      if (thinned.sample_count == 0) continue;
+      ++sampled[j];
+      points += thinned.sample_count;
+      ASSERT_EQ(thinned.interval, c.interval);
+      ASSERT_EQ(thinned.weight, SampleWeight(sizes[j], c.interval));
+    }
+    const double mean = bytes / c.interval;
+    EXPECT_LE(std::fabs(static_cast<double>(points) - mean), kSigmas * std::sqrt(mean))
+        << "seed " << seed << " base " << c.base << " interval " << c.interval;
+    double chi2 = 0;
+    for (int j = 0; j < k; ++j) {
+      const double p = -std::expm1(-static_cast<double>(sizes[j]) / c.interval);
+      const double e = static_cast<double>(allocated[j]) * p;
+      ASSERT_GT(e * (1 - p), 100) << "too few expected samples for size " << sizes[j];
+      chi2 += (static_cast<double>(sampled[j]) - e) * (static_cast<double>(sampled[j]) - e) /
+              (e * (1 - p));
+    }
+    EXPECT_LE(chi2, ChiSquareCritical(k)) << "seed " << seed << " base " << c.base;
+  }
+}
+
 TEST(SampleWeightTest, MatchesTheContractFormula) {
   EXPECT_DOUBLE_EQ(SampleWeight(100, 0), 100);
   EXPECT_NEAR(SampleWeight(1 << 20, 512 * 1024), (1 << 20) / (1 - std::exp(-2.0)), 1e-6);
