@@ -17,6 +17,9 @@ bool ParseHttpAddress(const std::string& v, std::string* host, int64_t* port) {
   size_t colon = v.rfind(':');
   if (colon == std::string::npos) return agent::ParseInt(v, 0, 65535, port);
   std::string h = v.substr(0, colon);
+  // Go users write localhost:6060 (net/http/pprof's habit): the loopback,
+  // without a resolver lookup that /etc/hosts could point elsewhere.
+  if (h == "localhost") h = "127.0.0.1";
   unsigned char addr[sizeof(struct in6_addr)];
   if (h.size() >= 2 && h.front() == '[' && h.back() == ']') {
     h = h.substr(1, h.size() - 2);
@@ -45,8 +48,8 @@ void DeclareOptions(Config* c, agent::OptionParser* p) {
   p->Bytes("dump_every", &c->dump_every, 1, INT64_MAX, "64m");
   p->Text("control", &c->control, "a file path");
   p->Custom("http",
-            "PORT or ADDR:PORT with a numeric address (127.0.0.1 if omitted; [::1]:PORT for "
-            "IPv6), port 0 for any free one",
+            "PORT or ADDR:PORT with a numeric address or localhost (127.0.0.1 if omitted; "
+            "[::1]:PORT for IPv6), port 0 for any free one",
             [c](const std::string& v) {
               c->http_option = v;
               return ParseHttpAddress(v, &c->http_host, &c->http_port);

@@ -253,9 +253,18 @@ def fake_http_prompt_exit():
 
 @test
 def fake_http_addresses():
-    for opt in ("http=localhost:0", "http=1.2.3.4.5:0", "http=[::1]:x", "http=:0",
+    for opt in ("http=example.com:0", "http=1.2.3.4.5:0", "http=[::1]:x", "http=:0",
                 "http=127.0.0.1:", "http=::1:0:"):
         check_bad(lambda a: [C.fake_vm, a], "heapprof", opt)
+    # localhost:PORT (Go users' habit) is the IPv4 loopback.
+    lo = Running([C.fake_vm, "--workload=leak", "--idle=60",
+                  agent("heapprof", "interval=64k,http=localhost:0,file=,top=0")])
+    try:
+        m = lo.wait_for(r"heapprof: serving http://127\.0\.0\.1:(\d+)/debug/pprof/heap\n")
+        with urllib.request.urlopen(f"http://localhost:{m.group(1)}/debug/pprof/heap", timeout=20) as u:
+            check(u.status == 200 and u.read()[:2] == b"\x1f\x8b", "heap at localhost")
+    finally:
+        kill(lo)
     # A fixed port held by another VM: refused at load (no SO_REUSEPORT sharing).
     first = Running([C.fake_vm, "--workload=leak", "--idle=60",
                      agent("heapprof", "interval=64k,http=127.0.0.1:0,file=,top=0")])
