@@ -92,8 +92,12 @@ absl::StatusOr<AgentSpec> ParseAgentOption(std::string_view option,
       return spec;
     }
   }
-  return absl::NotFoundError(absl::StrCat("cannot load agent '", target, "': no ", file, " in ",
-                                          absl::StrJoin(agent_dirs, ", ")));
+  // The hint names the variable only when it is not set: the user who set
+  // it sees its folders in the list.
+  const bool path_set = std::getenv("MINIVM_AGENT_PATH") != nullptr;
+  return absl::NotFoundError(absl::StrCat(
+      "cannot load agent '", target, "': no ", file, " in ", absl::StrJoin(agent_dirs, ", "),
+      path_set ? "" : " (MINIVM_AGENT_PATH adds folders; -agentpath takes a path)"));
 }
 
 absl::StatusOr<AgentLibrary> AgentLibrary::Open(const AgentSpec& spec, Entry entry) {

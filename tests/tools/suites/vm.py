@@ -252,6 +252,22 @@ def vm_heapprof_bad_paths_fail_at_load():
 
 
 @test
+def vm_agentlib_not_found_says_where_it_looked():
+    # -agentlib:NAME not found: one line listing the folders searched, and,
+    # when MINIVM_AGENT_PATH is not set, the two ways to point elsewhere.
+    need_vm()
+    prog = os.path.join(ROOT, "examples", "programs", "hello.mv")
+    env = {k: v for k, v in os.environ.items() if k != "MINIVM_AGENT_PATH"}
+    r = run([C.minivm, "-agentlib:nosuchagent", prog], env=env)
+    check(r.returncode == 1 and r.stdout == "" and len(r.stderr.splitlines()) == 1, r.stderr)
+    check("no libnosuchagent.so in " in r.stderr and
+          "(MINIVM_AGENT_PATH adds folders; -agentpath takes a path)" in r.stderr, r.stderr)
+    r = run([C.minivm, "-agentlib:nosuchagent", prog], env={**env, "MINIVM_AGENT_PATH": "/nonexistent/a"})
+    check(r.returncode == 1 and "no libnosuchagent.so in /nonexistent/a, " in r.stderr and
+          "MINIVM_AGENT_PATH adds" not in r.stderr, r.stderr)
+
+
+@test
 def vm_heapprof_writes_devices_in_place_and_follows_symlinks():
     need_vm()
     prog = os.path.join(ROOT, "examples", "programs", "hello.mv")
