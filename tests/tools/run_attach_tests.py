@@ -304,14 +304,15 @@ def attach_heapprof_unbiased_after_attach():
     print(f"    {checks} checks, --seed={' and '.join(map(str, seeds))}, |z| <= {Z}")
 
 
-def dump_until_sampled(pid, path, site="allocate_forever", tries=600):
-    """Dumps the attached heapprof's profile to path until `site` is in it:
+def dump_until_sampled(pid, path, site="allocate_forever", tries=600, name=None):
+    """Dumps the heapprof's profile (the one named `name`, or the only one)
+    to path until `site` is in it:
     an instance just started has sampled nothing until the program has
     allocated an interval's worth, and how soon that is is up to the
     scheduler. A condition waited for, never a duration: only the overall
     limit (tries x 0.1 s) ends the wait, and then the test fails."""
     for _ in range(tries):
-        ok(pid, "load", f"heapprof=dump,file={path}")
+        ok(pid, "load", f"heapprof=dump,file={path}" + (f",name={name}" if name else ""))
         if site in by_leaf(read_profile(path), 1, key=lambda fr: fr[0]):
             return True
         time.sleep(0.1)
@@ -329,7 +330,8 @@ def attach_heapprof_dump_set_stop_start():
         final1 = fresh("control_final1.pb.gz")
         ok(v.pid, "load", f"heapprof=start,file={final1},top=0")
         r = attach(v.pid, "load", "heapprof=start")
-        one_line_error(r, 1, r"Agent_OnAttach returned 1: heapprof: already attached", "start twice")
+        one_line_error(r, 1, r"Agent_OnAttach returned 1: heapprof: already running \(heapprof\): use dump",
+                       "start twice")
         dump1 = fresh("control_dump1.pb.gz")
         out = ok(v.pid, "load", f"heapprof=dump,file={dump1}")
         check(f"heapprof: wrote {dump1}" in out, out)
@@ -350,7 +352,8 @@ def attach_heapprof_dump_set_stop_start():
         check(threads_after == threads_before - 1,
               f"the worker thread was not released: {threads_before} -> {threads_after} tasks")
         r = attach(v.pid, "load", "heapprof=dump")
-        one_line_error(r, 1, r"no attached heapprof is running", "dump after stop")
+        one_line_error(r, 1, r"heapprof: 'dump': no heapprof is running \(start one first\)",
+                       "dump after stop")
         final2 = fresh("control_final2.pb.gz")
         ok(v.pid, "load", f"heapprof=file={final2},top=0")
         # Something sampled by the second instance before the VM ends.
@@ -362,6 +365,51 @@ def attach_heapprof_dump_set_stop_start():
             for f in (dump1, final1, final2):
                 top = pprof(["-top", "-sample_index=alloc_space", f])
                 check("allocate_forever" in top, f"go tool pprof -top {f}:\n{top}")
+    finally:
+        v.kill()
+
+
+@test
+def attach_controls_command_line_and_named_heapprofs():
+    """Every heapprof instance is controllable, however it started: one from
+    -agentlib (named "heapprof" by default) and one named on the command
+    line are dumped, re-configured and stopped separately by attach, and an
+    action without name= is refused while both run."""
+    first, second = fresh("named_first.pb.gz"), fresh("named_second.pb.gz")
+    v = Vm([f"-agentpath:{C.heapprof}=file={first},top=0",
+            f"-agentpath:{C.heapprof}=name=second,file={second},top=0", FOREVER, "2"],
+           "named", opts=["--young=4m", "--seed=5"])
+    try:
+        v.wait_running()
+        r = attach(v.pid, "load", "heapprof=dump")
+        one_line_error(r, 1, r"heapprof: 'dump': several heapprofs are running \(heapprof, second\): "
+                       r"say which with name=", "dump without a name")
+        r = attach(v.pid, "load", "heapprof=dump,name=third")
+        one_line_error(r, 1, r"heapprof: 'dump': no heapprof named 'third' is running "
+                       r"\(running: heapprof, second\)", "an unknown name")
+        r = attach(v.pid, "load", f"heapprof=name=second,file={fresh('named_dup.pb.gz')}")
+        one_line_error(r, 1, r"heapprof: bad option 'name=second': a heapprof of that name is running",
+                       "a name in use")
+        dump = fresh("named_dump.pb.gz")
+        out = ok(v.pid, "load", f"heapprof=dump,name=second,file={dump}")
+        check(f"heapprof: wrote {dump} (est. " in out and "since the program started" in out, out)
+        check(dump_until_sampled(v.pid, dump, name="second"), "no dump of 'second' has the site")
+        out = ok(v.pid, "load", "heapprof=set,name=second,interval=64k")
+        check("heapprof: sampling interval now 65536 bytes" in out, out)
+        heap = ok(v.pid, "heap")
+        check(re.search(r"environment 0 \(.*\): every thread, interval 524288 bytes\n"
+                        r"  environment 1 \(.*\): every thread, interval 65536 bytes\n", heap), heap)
+        out = ok(v.pid, "load", "heapprof=stop,name=heapprof")
+        check(f"heapprof: wrote {first}" in out and "'heapprof' stopped" in out, out)
+        check(os.path.getsize(first) > 0, "no final profile of the stopped instance")
+        # One left: actions without a name reach it.
+        dump2 = fresh("named_dump2.pb.gz")
+        check(f"heapprof: wrote {dump2}" in ok(v.pid, "load", f"heapprof=dump,file={dump2}"), "dump")
+        agents = ok(v.pid, "agents")
+        check(re.search(r"environments 0 \(disposed\)\n.*name=second.* environments 1\n", agents),
+              f"agents:\n{agents}")
+        v.terminate()
+        check(os.path.getsize(second) > 0, "no final profile of 'second'")
     finally:
         v.kill()
 

@@ -85,9 +85,21 @@
  *     before the attach are not in them); dump[,file=PATH] writes a profile
  *     now; set,interval=BYTES changes the interval; stop writes the final
  *     profile, stops the worker and HTTP threads and disposes of the
- *     environment (its events, tags and capabilities). One attached
- *     instance at a time (g_attached); the instance object itself stays
- *     allocated, as every instance does (common/agent.h).
+ *     environment (its events, tags and capabilities). dump, set and stop
+ *     reach any running instance, however it started (-agentlib,
+ *     --heap-profile or attach), by name (.names). A start while one runs
+ *     must name the new one: a plain `load heapprof` then is refused, as
+ *     the likely mistake of a user who meant `dump`. The instance object
+ *     stays allocated after stop, as every instance does (common/agent.h).
+ * .names  Every instance has a name: name=NAME, or "heapprof" for the first
+ *     one made in the process, "heapprof-2" for the second, and so on
+ *     (predictable from the order of the command line and the attaches).
+ *     Instances registers the running ones; a name in use is refused at
+ *     load, and stop frees it. Without name=, an action goes to the only
+ *     running instance, and with several it is refused with their names.
+ *     Rejected: addressing instances by environment number (what `agents`
+ *     prints, but not what a user chose or can predict) and one action
+ *     reaching every instance (a dump of each is rarely what is meant).
  */
 #include <signal.h>
 #include <unistd.h>
@@ -153,6 +165,79 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+class Profiler;
+
+// The running instances of this library, by name (.names). Locked after
+// g_attach_mu when both are held.
+class Instances {
+ public:
+  static Instances& Get() {
+    static Instances* const instances = new Instances;  // outlives every instance
+    return *instances;
+  }
+
+  // Claims `*name` (an empty one gets the default: "heapprof" for the first
+  // instance made, then "heapprof-2", ...); false if a running instance has
+  // it.
+  bool Claim(std::string* name) {
+    std::lock_guard<std::mutex> g(mu_);
+    ++made_;
+    if (name->empty()) {
+      for (int n = made_;; ++n) {
+        *name = n == 1 ? std::string(kName) : std::string(kName) + "-" + std::to_string(n);
+        if (FindLocked(*name) == running_.end()) break;
+      }
+    } else if (FindLocked(*name) != running_.end()) {
+      return false;
+    }
+    running_.emplace_back(*name, nullptr);
+    return true;
+  }
+  void Set(const std::string& name, Profiler* p) {
+    std::lock_guard<std::mutex> g(mu_);
+    if (auto it = FindLocked(name); it != running_.end()) it->second = p;
+  }
+  void Release(const std::string& name) {
+    std::lock_guard<std::mutex> g(mu_);
+    if (auto it = FindLocked(name); it != running_.end()) running_.erase(it);
+  }
+  // The instance `name` names (empty: the only one running), or null with
+  // the reason in *why.
+  Profiler* Find(const std::string& name, std::string* why) {
+    std::lock_guard<std::mutex> g(mu_);
+    std::string names;
+    for (const auto& [n, p] : running_) names += (names.empty() ? "" : ", ") + n;
+    if (!name.empty()) {
+      auto it = FindLocked(name);
+      if (it != running_.end() && it->second != nullptr) return it->second;
+      *why = "no heapprof named '" + name + "' is running" +
+             (names.empty() ? "" : " (running: " + names + ")");
+      return nullptr;
+    }
+    if (running_.size() == 1 && running_[0].second != nullptr) return running_[0].second;
+    *why = running_.empty() ? "no heapprof is running (start one first)"
+                            : "several heapprofs are running (" + names + "): say which with name=";
+    return nullptr;
+  }
+  // The names of the running instances, comma-separated.
+  std::string Names() {
+    std::lock_guard<std::mutex> g(mu_);
+    std::string names;
+    for (const auto& [n, p] : running_) names += (names.empty() ? "" : ", ") + n;
+    return names;
+  }
+
+ private:
+  std::vector<std::pair<std::string, Profiler*>>::iterator FindLocked(const std::string& name) {
+    return std::find_if(running_.begin(), running_.end(),
+                        [&](const auto& e) { return e.first == name; });
+  }
+
+  std::mutex mu_;
+  int made_ = 0;
+  std::vector<std::pair<std::string, Profiler*>> running_;
+};
+
 class Profiler {
  public:
   static constexpr const char* kName = heapprof::kName;
@@ -200,8 +285,17 @@ class Profiler {
     if (c.retained > 0 && (walk_env = agent::NewWalkEnvironment(vm, kName)) == nullptr) {
       return nullptr;
     }
+    // Last, so that no later failure leaves the name claimed.
+    std::string name = c.name;
+    if (!Instances::Get().Claim(&name)) {
+      agent::BadOption(kName, "name", c.name, "a heapprof of that name is running");
+      if (walk_env != nullptr) (*walk_env)->DisposeEnvironment(walk_env);
+      return nullptr;
+    }
+    c.name = name;
     auto profiler = std::make_unique<Profiler>(std::move(c), env, walk_env);
     profiler->http_ = std::move(http);
+    Instances::Get().Set(name, profiler.get());
     return profiler;
   }
 
@@ -330,8 +424,9 @@ class Profiler {
     if (path.empty()) {
       DumpNumbered(d);
     } else if (Write(path, d.rows, d.sites, d.note, "dump (minivm-attach)")) {
-      std::fprintf(stderr, "heapprof: wrote %s (est. %s allocated since the attach)\n",
-                   path.c_str(), agent::HumanBytes(d.allocated).c_str());
+      std::fprintf(stderr, "heapprof: wrote %s (est. %s allocated since %s)\n", path.c_str(),
+                   agent::HumanBytes(d.allocated).c_str(),
+                   attached_ ? "the attach" : "the program started");
     }
   }
 
@@ -347,12 +442,17 @@ class Profiler {
     return true;
   }
 
-  // `stop`: the final profile, then the environment goes (.attach).
-  void StopAttached() {
+  // `stop`: the final profile, then the environment goes and the name is
+  // free again (.attach).
+  void Stop() {
     Finish(env_);
     log_.Check(env_, (*env_)->DisposeEnvironment(env_), "DisposeEnvironment");
-    std::fprintf(stderr, "heapprof: stopped; sampling, tags and threads released\n");
+    Instances::Get().Release(config_.name);
+    std::fprintf(stderr, "heapprof: '%s' stopped; sampling, tags and threads released\n",
+                 config_.name.c_str());
   }
+
+  const std::string& name() const { return config_.name; }
 
  private:
   // At VM death, or at an attached instance's stop: no more samples, the
@@ -822,9 +922,8 @@ class Profiler {
   bool attached_ = false;  // set before Install (MarkAttached), then read only
 };
 
-// The attached instance (.attach), guarded by g_attach_mu.
+// Serialises minivm-attach's actions (.attach).
 std::mutex g_attach_mu;
-Profiler* g_attached = nullptr;
 
 }  // namespace
 }  // namespace heapprof
@@ -833,8 +932,8 @@ VMTI_EXPORT vmtiInt Agent_OnLoad(vmtiVM* vm, char* options, void*) {
   return agent::Start<heapprof::Profiler>(vm, options);
 }
 
-// minivm-attach PID load heapprof=[start,]OPTIONS | dump[,file=PATH] |
-// set,interval=BYTES | stop (.attach).
+// minivm-attach PID load heapprof=[start,]OPTIONS | dump[,name=N][,file=PATH]
+// | set[,name=N],interval=BYTES | stop[,name=N] (.attach, .names).
 VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void*) {
   using namespace heapprof;
   const std::string text = options != nullptr ? options : "";
@@ -847,33 +946,45 @@ VMTI_EXPORT vmtiInt Agent_OnAttach(vmtiVM* vm, char* options, void*) {
   }
   std::lock_guard<std::mutex> g(g_attach_mu);
   if (action == "start") {
-    if (g_attached != nullptr) {
-      std::fprintf(stderr, "heapprof: already attached and profiling (use dump, set or stop)\n");
+    // A second profiler is asked for by name: a plain `load heapprof` while
+    // one runs is the mistake of someone who meant to dump it.
+    agent::OptionList given;
+    std::string bad;
+    bool named = false;
+    if (agent::SplitOptions(rest.c_str(), &given, &bad)) {
+      for (const auto& kv : given) named = named || kv.first == "name";
+    }
+    if (const std::string running = Instances::Get().Names(); !named && !running.empty()) {
+      std::fprintf(stderr,
+                   "heapprof: already running (%s): use dump, set or stop, or give a second "
+                   "one a name=NAME\n",
+                   running.c_str());
       return 1;
     }
-    return agent::Attach<Profiler>(vm, rest.c_str(), &g_attached);
+    return agent::Attach<Profiler>(vm, rest.c_str());
   }
-  if (g_attached == nullptr) {
-    std::fprintf(stderr, "heapprof: '%s': no attached heapprof is running (start one first)\n",
-                 action.c_str());
-    return 1;
-  }
-  std::string file;
+  std::string name, file;
   int64_t interval = -1;
   agent::OptionParser parser(kName);
+  parser.Text("name", &name, "the name of a running heapprof");
   if (action == "dump") agent::DeclareOutputOption(&parser, "file", &file);
   if (action == "set") {
     parser.Interval(&interval);
     parser.Require("interval", "set,interval=BYTES");
   }
   if (!parser.ParseOrReport(rest.c_str())) return 1;
+  std::string why;
+  Profiler* profiler = Instances::Get().Find(name, &why);
+  if (profiler == nullptr) {
+    std::fprintf(stderr, "heapprof: '%s': %s\n", action.c_str(), why.c_str());
+    return 1;
+  }
   if (action == "dump") {
-    g_attached->DumpNow(file);
+    profiler->DumpNow(file);
     return 0;
   }
-  if (action == "set") return g_attached->SetInterval(interval) ? 0 : 1;
-  g_attached->StopAttached();
-  g_attached = nullptr;
+  if (action == "set") return profiler->SetInterval(interval) ? 0 : 1;
+  profiler->Stop();
   return 0;
 }
 

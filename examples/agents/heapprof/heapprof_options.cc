@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <cctype>
 #include <cstdint>
 #include <string>
 
@@ -35,6 +36,15 @@ bool ParseHttpAddress(const std::string& v, std::string* host, int64_t* port) {
 
 void DeclareOptions(Config* c, agent::OptionParser* p) {
   p->Interval(&c->interval);
+  p->Text("name", &c->name, "a name of letters, digits, '-', '_' and '.'",
+          [](const std::string& v) {
+            for (unsigned char ch : v) {
+              if (!std::isalnum(ch) && ch != '-' && ch != '_' && ch != '.') {
+                return "want a name of letters, digits, '-', '_' and '.'";
+              }
+            }
+            return "";
+          });
   p->Custom(
       "file", "a file path (empty: no final profile)",
       [c](const std::string& v) {

@@ -12,7 +12,8 @@
 namespace heapprof {
 
 struct Config {
-  int64_t interval = -1;  // -1: the VM's
+  int64_t interval = -1;  // -1: the environment's default (512 KiB)
+  std::string name;       // empty: the default (heapprof.cc .names)
   std::string file;
   bool file_given = false;
   bool collapsed = false;
