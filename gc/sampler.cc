@@ -17,6 +17,17 @@ double LogGamma(double x) {
   return lgamma_r(x, &sign);
 }
 
+// A thread's generator: distinct, decorrelated streams per thread, and per
+// `stream` within one thread (splitmix64 of a mix of all three).
+SamplerRandom ThreadRandom(uint64_t vm_seed, uint64_t thread_index, uint64_t stream) {
+  uint64_t mix =
+      vm_seed ^ (thread_index * 0xD1B54A32D192ED03ull + 0x8CB92BA72F3D8DD7ull) ^ stream;
+  return SamplerRandom(base::SplitMix64(mix));
+}
+
+constexpr uint64_t kSamplerStream = 0;
+constexpr uint64_t kThinningStream = 0x7468696E6E696E67ull;  // "thinning"
+
 }  // namespace
 
 double SamplerRandom::NextOpenClosed() {
@@ -62,11 +73,7 @@ uint64_t SamplerRandom::NextPoisson(double mean) {
 }
 
 void SampleThinner::Seed(uint64_t vm_seed, uint64_t thread_index) {
-  // The sampler's mix (ThreadSampler::Seed) on a stream of its own.
-  constexpr uint64_t kThinningStream = 0x7468696E6E696E67ull;  // "thinning"
-  uint64_t mix =
-      vm_seed ^ (thread_index * 0xD1B54A32D192ED03ull + 0x8CB92BA72F3D8DD7ull) ^ kThinningStream;
-  random_ = SamplerRandom(base::SplitMix64(mix));
+  random_ = ThreadRandom(vm_seed, thread_index, kThinningStream);
 }
 
 SampleDecision SampleThinner::Thin(const SampleDecision& decision, size_t size,
@@ -109,9 +116,7 @@ double SampleWeight(size_t size, int32_t interval) {
 }
 
 void ThreadSampler::Seed(uint64_t vm_seed, uint64_t thread_index) {
-  // Distinct, decorrelated streams per thread: splitmix64 of a mix of both.
-  uint64_t mix = vm_seed ^ (thread_index * 0xD1B54A32D192ED03ull + 0x8CB92BA72F3D8DD7ull);
-  random_ = SamplerRandom(base::SplitMix64(mix));
+  random_ = ThreadRandom(vm_seed, thread_index, kSamplerStream);
 }
 
 void ThreadSampler::Configure(bool enabled, int32_t interval, const Tlab& tlab) {

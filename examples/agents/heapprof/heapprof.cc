@@ -205,8 +205,7 @@ class Instances {
   // the reason in *why.
   Profiler* Find(const std::string& name, std::string* why) {
     std::lock_guard<std::mutex> g(mu_);
-    std::string names;
-    for (const auto& [n, p] : running_) names += (names.empty() ? "" : ", ") + n;
+    const std::string names = NamesLocked();
     if (!name.empty()) {
       auto it = FindLocked(name);
       if (it != running_.end() && it->second != nullptr) return it->second;
@@ -222,12 +221,15 @@ class Instances {
   // The names of the running instances, comma-separated.
   std::string Names() {
     std::lock_guard<std::mutex> g(mu_);
+    return NamesLocked();
+  }
+
+ private:
+  std::string NamesLocked() const {
     std::string names;
     for (const auto& [n, p] : running_) names += (names.empty() ? "" : ", ") + n;
     return names;
   }
-
- private:
   std::vector<std::pair<std::string, Profiler*>>::iterator FindLocked(const std::string& name) {
     return std::find_if(running_.begin(), running_.end(),
                         [&](const auto& e) { return e.first == name; });

@@ -251,20 +251,27 @@ def fake_http_prompt_exit():
         s.close()
 
 
+def serves_heap(http, served_re, client_host):
+    """heapprof on the fake VM with http=`http` says it serves on an address
+    matching `served_re`, and answers a heap request sent to `client_host`."""
+    r = Running([C.fake_vm, "--workload=leak", "--idle=60",
+                 agent("heapprof", f"interval=64k,http={http},file=,top=0")])
+    try:
+        m = r.wait_for(rf"heapprof: serving http://{served_re}:(\d+)/debug/pprof/heap\n")
+        with urllib.request.urlopen(f"http://{client_host}:{m.group(1)}/debug/pprof/heap",
+                                    timeout=20) as u:
+            check(u.status == 200 and u.read()[:2] == b"\x1f\x8b", f"heap at http={http}")
+    finally:
+        kill(r)
+
+
 @test
 def fake_http_addresses():
     for opt in ("http=example.com:0", "http=1.2.3.4.5:0", "http=[::1]:x", "http=:0",
                 "http=127.0.0.1:", "http=::1:0:"):
         check_bad(lambda a: [C.fake_vm, a], "heapprof", opt)
     # localhost:PORT (Go users' habit) is the IPv4 loopback.
-    lo = Running([C.fake_vm, "--workload=leak", "--idle=60",
-                  agent("heapprof", "interval=64k,http=localhost:0,file=,top=0")])
-    try:
-        m = lo.wait_for(r"heapprof: serving http://127\.0\.0\.1:(\d+)/debug/pprof/heap\n")
-        with urllib.request.urlopen(f"http://localhost:{m.group(1)}/debug/pprof/heap", timeout=20) as u:
-            check(u.status == 200 and u.read()[:2] == b"\x1f\x8b", "heap at localhost")
-    finally:
-        kill(lo)
+    serves_heap("localhost:0", r"127\.0\.0\.1", "localhost")
     # A fixed port held by another VM: refused at load (no SO_REUSEPORT sharing).
     first = Running([C.fake_vm, "--workload=leak", "--idle=60",
                      agent("heapprof", "interval=64k,http=127.0.0.1:0,file=,top=0")])
@@ -277,14 +284,7 @@ def fake_http_addresses():
     finally:
         kill(first)
     # IPv6 loopback, and a warning for addresses other than loopback.
-    v6 = Running([C.fake_vm, "--workload=leak", "--idle=60",
-                  agent("heapprof", "interval=64k,http=[::1]:0,file=,top=0")])
-    try:
-        m = v6.wait_for(r"heapprof: serving http://\[::1\]:(\d+)/debug/pprof/heap\n")
-        with urllib.request.urlopen(f"http://[::1]:{m.group(1)}/debug/pprof/heap", timeout=20) as u:
-            check(u.status == 200 and u.read()[:2] == b"\x1f\x8b", "heap over IPv6")
-    finally:
-        kill(v6)
+    serves_heap("[::1]:0", r"\[::1\]", "[::1]")
     r = fake("leak", [agent("heapprof", "http=0.0.0.0:0,file=,top=0")], timeout=60)
     check(r.returncode == 0 and re.search(
         r"heapprof: serving http://0\.0\.0\.0:\d+/debug/pprof/heap\n"
